@@ -1,0 +1,61 @@
+# Stencil's one entry point for building and testing. `make test` is what CI runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+TESTENV := tests/testenv
+KUBECONFIG_RIG := $(CURDIR)/target/testenv/kubeconfig
+STENCIL := target/debug/stencil
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: test
+test: lint unit golden integration ## Everything: fmt, clippy, unit, golden and rig tests
+
+.PHONY: lint
+lint: ## cargo fmt --check and clippy -D warnings
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets --locked -- -D warnings
+
+.PHONY: unit
+unit: ## Unit tests (no cluster)
+	$(CARGO) test --locked --lib --bins
+
+.PHONY: build
+build: ## Build the stencil binary
+	$(CARGO) build --locked --bin stencil
+
+.PHONY: golden
+golden: build ## Validate the bundled operators and run their golden cases
+	$(STENCIL) validate operators/
+	$(STENCIL) test tests/golden
+
+.PHONY: integration
+integration: ## Integration tests against the rig (or STENCIL_TEST_KUBECONFIG's cluster)
+ifdef STENCIL_TEST_KUBECONFIG
+	$(CARGO) test --locked --test '*'
+else
+	$(MAKE) --no-print-directory testenv-up
+	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --test '*' || status=$$?; \
+	$(MAKE) --no-print-directory testenv-down; exit $$status
+endif
+
+.PHONY: testenv-build
+testenv-build: ## Build (or reuse) the rig's pinned upstream binaries
+	$(TESTENV)/build.sh
+
+.PHONY: testenv-up
+testenv-up: ## Start the rig; writes target/testenv/{kubeconfig,env}
+	$(TESTENV)/up.sh
+
+.PHONY: testenv-down
+testenv-down: ## Stop every rig process and remove its state
+	$(TESTENV)/down.sh
+
+.PHONY: dev
+dev: build testenv-up ## Rig up, bundled CRDs installed, stencil running against it
+	$(STENCIL) crd | KUBECONFIG=$(KUBECONFIG_RIG) $(shell . $(TESTENV)/common.sh && echo $$K8S_BIN)/kubectl apply --server-side -f -
+	KUBECONFIG=$(KUBECONFIG_RIG) $(STENCIL) run --definitions operators/

@@ -1,0 +1,78 @@
+//! Command-line arguments of the `stencil` binary.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Stencil: a generic Kubernetes operator driven by OperatorDefinitions.
+#[derive(Debug, Parser)]
+#[command(name = "stencil", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller against a cluster (not built yet).
+    Run,
+    /// Render the children and status of one parent, offline.
+    Render(RenderArgs),
+    /// Check definition files; prints `file:line:col: message` per error.
+    Validate {
+        /// Files or directories of definitions.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Run golden cases (`*.case.yaml` beside `*.expected.yaml`).
+    Test {
+        /// Directories (or case files) to run.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Rewrite the expected files from the current output.
+        #[arg(long)]
+        update: bool,
+    },
+    /// Print CRDs: Stencil's own, or with --definitions the parents' CRDs they declare.
+    Crd {
+        /// Definition files or directories whose `spec.crd` to print.
+        #[arg(long = "definitions")]
+        definitions: Vec<PathBuf>,
+    },
+    /// Print least-privilege RBAC for definitions (not built yet).
+    Rbac,
+}
+
+/// Arguments of `stencil render`.
+#[derive(Debug, clap::Args)]
+pub struct RenderArgs {
+    /// The definition file.
+    #[arg(long)]
+    pub definition: PathBuf,
+    /// The definition's name, when the file holds several.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The parent object (YAML).
+    #[arg(long)]
+    pub parent: PathBuf,
+    /// Observed children (YAML stream); each carries the `stencil.dev/child` label.
+    #[arg(long)]
+    pub observed: Vec<PathBuf>,
+    /// Objects the lookups read (YAML stream).
+    #[arg(long)]
+    pub lookups: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+/// Output formats of `stencil render`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// The desired children as a YAML stream.
+    Yaml,
+    /// `{"children": [...], "status": {...}, "waiting": [...]}`.
+    Json,
+}

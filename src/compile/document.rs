@@ -1,0 +1,289 @@
+//! Reads definition files: splits a YAML stream into documents, deserializes each into an
+//! OperatorDefinition (unknown fields are errors), and keeps the position of every
+//! template and rule so later errors can point into the file.
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_saphyr::Spanned;
+
+use super::position::Origin;
+use super::{CompileError, Diagnostic};
+use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
+
+const API_VERSION: &str = "stencil.dev/v1alpha1";
+const KIND: &str = "OperatorDefinition";
+
+/// A field of a definition that an error can point at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Field {
+    Definition,
+    Parent,
+    Crd,
+    AllowedNamespaces,
+    ResyncSeconds,
+    ChildName(usize),
+    ChildTemplate(usize),
+    ChildReadyWhen(usize),
+    ChildDependsOn(usize),
+    LookupName(usize),
+    LookupNameTemplate(usize),
+    LookupNamespaceTemplate(usize),
+    StatusValue(String),
+    Condition(usize),
+    StatusTemplate,
+}
+
+impl Field {
+    /// The field's path as shown in errors, with children and lookups named.
+    pub(crate) fn path(&self, spec: &OperatorDefinitionSpec) -> Option<String> {
+        let child = |i: &usize| spec.children.get(*i).map_or_else(|| i.to_string(), |c| c.name.clone());
+        let lookup = |i: &usize| spec.lookups.get(*i).map_or_else(|| i.to_string(), |l| l.name.clone());
+        let condition = |i: &usize| {
+            spec.status
+                .conditions
+                .get(*i)
+                .map_or_else(|| i.to_string(), |c| c.type_.clone())
+        };
+        Some(match self {
+            Field::Definition => return None,
+            Field::Parent => "spec.parent".into(),
+            Field::Crd => "spec.crd".into(),
+            Field::AllowedNamespaces => "spec.allowedNamespaces".into(),
+            Field::ResyncSeconds => "spec.resyncSeconds".into(),
+            Field::ChildName(i) => format!("children[{}].name", child(i)),
+            Field::ChildTemplate(i) => format!("children[{}].template", child(i)),
+            Field::ChildReadyWhen(i) => format!("children[{}].readyWhen", child(i)),
+            Field::ChildDependsOn(i) => format!("children[{}].dependsOn", child(i)),
+            Field::LookupName(i) => format!("lookups[{}].name", lookup(i)),
+            Field::LookupNameTemplate(i) => format!("lookups[{}].nameTemplate", lookup(i)),
+            Field::LookupNamespaceTemplate(i) => format!("lookups[{}].namespaceTemplate", lookup(i)),
+            Field::StatusValue(k) => format!("status.fields.{k}"),
+            Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
+            Field::StatusTemplate => "status.template".into(),
+        })
+    }
+}
+
+/// Where each field of one definition sits in its file.
+#[derive(Debug, Clone)]
+pub(crate) struct Locator {
+    file: String,
+    text: String,
+    spans: SpanDoc,
+}
+
+impl Locator {
+    /// A locator for a definition with no file: every position is relative.
+    pub(crate) fn detached(file: String) -> Self {
+        Locator {
+            file,
+            text: String::new(),
+            spans: SpanDoc::default(),
+        }
+    }
+
+    pub(crate) fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Where a field's value starts; the document start when the field has no position.
+    pub(crate) fn origin(&self, field: &Field) -> Origin {
+        let s = &self.spans.spec;
+        let child = |i: &usize| s.children.get(*i);
+        let lookup = |i: &usize| s.lookups.get(*i);
+        let at: Option<&Spanned<Value>> = match field {
+            Field::Definition => self.spans.metadata.as_ref(),
+            Field::Parent => s.parent.as_ref(),
+            Field::Crd => s.crd.as_ref(),
+            Field::AllowedNamespaces => s.allowed_namespaces.as_ref(),
+            Field::ResyncSeconds => s.resync_seconds.as_ref(),
+            Field::ChildName(i) => child(i).and_then(|c| c.name.as_ref()),
+            Field::ChildTemplate(i) => child(i).and_then(|c| c.template.as_ref()),
+            Field::ChildReadyWhen(i) => child(i).and_then(|c| c.ready_when.as_ref()),
+            Field::ChildDependsOn(i) => child(i).and_then(|c| c.depends_on.as_ref()),
+            Field::LookupName(i) => lookup(i).and_then(|l| l.name.as_ref()),
+            Field::LookupNameTemplate(i) => lookup(i).and_then(|l| l.name_template.as_ref()),
+            Field::LookupNamespaceTemplate(i) => lookup(i).and_then(|l| l.namespace_template.as_ref()),
+            Field::StatusValue(k) => s.status.fields.get(k),
+            Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
+            Field::StatusTemplate => s.status.template.as_ref(),
+        };
+        match at.or(self.spans.metadata.as_ref()) {
+            Some(span) if !self.text.is_empty() => {
+                Origin::of_scalar(&self.file, &self.text, span.referenced.line(), span.referenced.column())
+            }
+            _ => Origin::detached(&self.file),
+        }
+    }
+}
+
+/// The top level of a definition file's document; unknown fields are errors.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Document {
+    api_version: String,
+    kind: String,
+    metadata: kube::api::ObjectMeta,
+    spec: OperatorDefinitionSpec,
+    #[serde(default)]
+    status: Option<Value>,
+}
+
+/// The positions of the fields errors point at. Unknown fields are ignored here: the
+/// strict parse of [`Document`] has already accepted the document.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanDoc {
+    metadata: Option<Spanned<Value>>,
+    spec: SpanSpec,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanSpec {
+    parent: Option<Spanned<Value>>,
+    crd: Option<Spanned<Value>>,
+    allowed_namespaces: Option<Spanned<Value>>,
+    resync_seconds: Option<Spanned<Value>>,
+    children: Vec<SpanChild>,
+    lookups: Vec<SpanLookup>,
+    status: SpanStatus,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanChild {
+    name: Option<Spanned<Value>>,
+    template: Option<Spanned<Value>>,
+    ready_when: Option<Spanned<Value>>,
+    depends_on: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanLookup {
+    name: Option<Spanned<Value>>,
+    name_template: Option<Spanned<Value>>,
+    namespace_template: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanStatus {
+    fields: std::collections::BTreeMap<String, Spanned<Value>>,
+    conditions: Vec<SpanCondition>,
+    template: Option<Spanned<Value>>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanCondition {
+    when: Option<Spanned<Value>>,
+}
+
+/// One document of a stream: its text padded so that line numbers match the file.
+struct Chunk {
+    text: String,
+}
+
+/// Splits a YAML stream at `---` markers in column 0 (which YAML forbids inside content),
+/// padding each document with empty lines so positions stay those of the file.
+fn split(text: &str) -> Vec<Chunk> {
+    let mut chunks = Vec::new();
+    let mut current = String::new();
+    let mut lines_before = 0usize;
+    let mut has_content = false;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let is_marker = line.starts_with("---") && line[3..].chars().next().is_none_or(char::is_whitespace);
+        if is_marker {
+            if has_content {
+                chunks.push(Chunk {
+                    text: std::mem::take(&mut current),
+                });
+            }
+            lines_before = n + 1;
+            current = "\n".repeat(n);
+            current.push_str(&line[3..]);
+            has_content = !line[3..].trim().is_empty() && !line[3..].trim_start().starts_with('#');
+            continue;
+        }
+        if current.is_empty() {
+            current = "\n".repeat(lines_before);
+        }
+        let trimmed = line.trim();
+        if !trimmed.is_empty() && !trimmed.starts_with('#') && trimmed != "..." {
+            has_content = true;
+        }
+        current.push_str(line);
+    }
+    if has_content {
+        chunks.push(Chunk { text: current });
+    }
+    chunks
+}
+
+/// Reads every definition of a file, each either with its locator or as an error.
+pub(crate) fn read(file: &str, text: &str) -> Vec<Result<(OperatorDefinition, Locator), Box<Diagnostic>>> {
+    split(text)
+        .into_iter()
+        .map(|chunk| read_one(file, text, &chunk.text))
+        .collect()
+}
+
+fn read_one(file: &str, whole: &str, chunk: &str) -> Result<(OperatorDefinition, Locator), Box<Diagnostic>> {
+    let fail = |line: u64, column: u64, error: CompileError| {
+        Box::new(Diagnostic {
+            file: file.to_string(),
+            line,
+            column,
+            definition: None,
+            field: None,
+            error,
+        })
+    };
+    let doc: Document =
+        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
+    let spans: SpanDoc =
+        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
+    let locator = Locator {
+        file: file.to_string(),
+        text: whole.to_string(),
+        spans,
+    };
+    if doc.api_version != API_VERSION || doc.kind != KIND {
+        let origin = locator.origin(&Field::Definition);
+        return Err(fail(
+            origin.line,
+            1,
+            CompileError::NotADefinition {
+                api_version: doc.api_version,
+                kind: doc.kind,
+            },
+        ));
+    }
+    let mut resource = OperatorDefinition::new(doc.metadata.name.as_deref().unwrap_or_default(), doc.spec);
+    resource.metadata = doc.metadata;
+    if let Some(status) = doc.status {
+        resource.status = serde_json::from_value(status).ok();
+    }
+    Ok((resource, locator))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_line_numbers() {
+        let chunks = split("a: 1\n---\nb: 2\n--- # c\n\n---\nc: 3\n");
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[1].text.lines().position(|l| l == "b: 2"), Some(2));
+        assert_eq!(chunks[2].text.lines().position(|l| l == "c: 3"), Some(6));
+    }
+
+    #[test]
+    fn a_leading_marker_is_not_an_empty_document() {
+        assert_eq!(split("---\na: 1\n").len(), 1);
+        assert_eq!(split("# just a comment\n").len(), 0);
+    }
+}

@@ -1,0 +1,273 @@
+//! Compiles OperatorDefinitions, purely: parses files (several YAML documents each),
+//! validates every definition, and compiles its templates and JSONPath rules once. All
+//! errors of a file are reported, each with file, line and column.
+
+mod diagnostic;
+mod document;
+mod position;
+pub mod rules;
+mod schema;
+pub mod templates;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use minijinja::Environment;
+
+pub use diagnostic::{Diagnostic, Diagnostics};
+pub use position::Origin;
+pub use validate::RESERVED_STATUS_FIELDS;
+
+use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
+use crate::gvk::Gvk;
+use document::{Field, Locator};
+use rules::Rule;
+
+/// Why a definition does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompileError {
+    /// The YAML is malformed, has an unknown field or a value of the wrong type.
+    #[error("{0}")]
+    Yaml(String),
+    /// The document is not an OperatorDefinition.
+    #[error("expected apiVersion stencil.dev/v1alpha1 and kind OperatorDefinition, found {api_version} {kind}")]
+    NotADefinition {
+        /// The document's apiVersion.
+        api_version: String,
+        /// The document's kind.
+        kind: String,
+    },
+    /// A field holds a value Stencil cannot use.
+    #[error("{0}")]
+    Invalid(String),
+    /// Two entries share a name.
+    #[error("`{0}` is defined twice")]
+    Duplicate(String),
+    /// `dependsOn` names a child that does not exist.
+    #[error("dependsOn names `{0}`, which is not a child of this definition")]
+    UnknownDependency(String),
+    /// `dependsOn` forms a cycle.
+    #[error("dependsOn forms a cycle: {0}")]
+    Cycle(String),
+    /// `spec.crd` does not agree with the parent or is not a valid CRD.
+    #[error("crd: {0}")]
+    Crd(String),
+    /// A template does not parse.
+    #[error("template: {0}")]
+    Template(String),
+    /// A JSONPath rule does not parse.
+    #[error("{0}")]
+    Rule(String),
+}
+
+/// A definition ready to render: its spec plus compiled templates and rules.
+#[derive(Debug, Clone)]
+pub struct CompiledDefinition {
+    /// `metadata.name` of the definition.
+    pub name: String,
+    /// The file it came from, or `OperatorDefinition/<name>` for a cluster resource.
+    pub source: String,
+    /// The definition as written.
+    pub spec: OperatorDefinitionSpec,
+    /// The parent kind.
+    pub parent: Gvk,
+    /// Child indices in dependency order (declaration order among independent ones).
+    pub(crate) order: Vec<usize>,
+    pub(crate) env: Environment<'static>,
+    pub(crate) origins: BTreeMap<String, Origin>,
+    pub(crate) ready_rules: Vec<Option<Rule>>,
+    pub(crate) field_rules: Vec<(String, Rule)>,
+    pub(crate) condition_rules: Vec<Rule>,
+}
+
+/// Template names inside a definition's environment.
+pub(crate) mod names {
+    /// The template of child `name`.
+    pub fn child(name: &str) -> String {
+        format!("children[{name}].template")
+    }
+    /// The name template of lookup `name`.
+    pub fn lookup_name(name: &str) -> String {
+        format!("lookups[{name}].nameTemplate")
+    }
+    /// The namespace template of lookup `name`.
+    pub fn lookup_namespace(name: &str) -> String {
+        format!("lookups[{name}].namespaceTemplate")
+    }
+    /// The status template.
+    pub const STATUS: &str = "status.template";
+}
+
+/// Compiles every definition in a file. Returns the definitions that compiled and the
+/// errors of those that did not; one bad definition does not hide the others.
+pub fn compile_file(file: &str, text: &str) -> (Vec<CompiledDefinition>, Diagnostics) {
+    let mut compiled = Vec::new();
+    let mut errors = Vec::new();
+    for doc in document::read(file, text) {
+        match doc {
+            Ok((resource, locator)) => match compile_with(&resource, &locator) {
+                Ok(def) => compiled.push(def),
+                Err(mut d) => errors.append(&mut d.0),
+            },
+            Err(d) => errors.push(*d),
+        }
+    }
+    (compiled, Diagnostics(errors))
+}
+
+/// Compiles a definition read from the cluster; positions are relative to each template.
+pub fn compile_resource(resource: &OperatorDefinition) -> Result<CompiledDefinition, Diagnostics> {
+    let name = resource.metadata.name.clone().unwrap_or_default();
+    compile_with(resource, &Locator::detached(format!("OperatorDefinition/{name}")))
+}
+
+fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<CompiledDefinition, Diagnostics> {
+    let name = resource.metadata.name.clone().unwrap_or_default();
+    let spec = &resource.spec;
+    let mut errors = Vec::new();
+    let mut report = |field: Field, error: CompileError, inner: Option<(u64, u64)>| {
+        let origin = locator.origin(&field);
+        let (line, column) = match inner {
+            Some((l, c)) => origin.locate(l, c),
+            None => (origin.line, origin.column_offset + u64::from(origin.line > 0)),
+        };
+        errors.push(Diagnostic {
+            file: origin.file.clone(),
+            line,
+            column,
+            definition: (!name.is_empty()).then(|| name.clone()),
+            field: field.path(spec),
+            error,
+        });
+    };
+
+    if name.is_empty() {
+        report(
+            Field::Definition,
+            CompileError::Invalid("metadata.name is required".into()),
+            None,
+        );
+    }
+    let parent = match Gvk::parse(&spec.parent.api_version, &spec.parent.kind) {
+        Ok(gvk) => Some(gvk),
+        Err(e) => {
+            report(Field::Parent, CompileError::Invalid(e.to_string()), None);
+            None
+        }
+    };
+    let order = validate::check(spec, parent.as_ref(), &mut report);
+
+    let mut env = templates::environment();
+    let mut origins = BTreeMap::new();
+    let mut template =
+        |tname: String, source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
+            let origin = locator.origin(&field);
+            match env.add_template_owned(tname.clone(), source.to_string()) {
+                Ok(()) => {
+                    origins.insert(tname, origin);
+                }
+                Err(e) => {
+                    let inner = template_position(&e, source);
+                    report(field, CompileError::Template(template_message(&e)), inner);
+                }
+            }
+        };
+    for (i, child) in spec.children.iter().enumerate() {
+        template(
+            names::child(&child.name),
+            &child.template,
+            Field::ChildTemplate(i),
+            &mut report,
+        );
+    }
+    for (i, lookup) in spec.lookups.iter().enumerate() {
+        template(
+            names::lookup_name(&lookup.name),
+            &lookup.name_template,
+            Field::LookupNameTemplate(i),
+            &mut report,
+        );
+        if let Some(ns) = &lookup.namespace_template {
+            template(
+                names::lookup_namespace(&lookup.name),
+                ns,
+                Field::LookupNamespaceTemplate(i),
+                &mut report,
+            );
+        }
+    }
+    if let Some(status) = &spec.status.template {
+        template(names::STATUS.to_string(), status, Field::StatusTemplate, &mut report);
+    }
+
+    let rule = |source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
+        match Rule::compile(source) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let inner = Some((e.line, e.column));
+                report(field, CompileError::Rule(e.to_string()), inner);
+                None
+            }
+        }
+    };
+    let ready_rules: Vec<Option<Rule>> = spec
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.ready_when
+                .as_deref()
+                .and_then(|r| rule(r, Field::ChildReadyWhen(i), &mut report))
+        })
+        .collect();
+    let field_rules: Vec<(String, Rule)> = spec
+        .status
+        .fields
+        .iter()
+        .filter_map(|(k, r)| rule(r, Field::StatusValue(k.clone()), &mut report).map(|r| (k.clone(), r)))
+        .collect();
+    let condition_rules: Vec<Rule> = spec
+        .status
+        .conditions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| rule(&c.when, Field::Condition(i), &mut report))
+        .collect();
+
+    errors.sort_by_key(|d| (d.line, d.column));
+    match (errors.is_empty(), parent, order) {
+        (true, Some(parent), Some(order)) => Ok(CompiledDefinition {
+            name,
+            source: locator.file().to_string(),
+            spec: spec.clone(),
+            parent,
+            order,
+            env,
+            origins,
+            ready_rules,
+            field_rules,
+            condition_rules,
+        }),
+        _ => Err(Diagnostics(errors)),
+    }
+}
+
+/// The line and column of a minijinja error inside its template source.
+pub(crate) fn template_position(err: &minijinja::Error, source: &str) -> Option<(u64, u64)> {
+    if let Some(range) = err.range() {
+        return Some(position::line_column(source, range.start));
+    }
+    err.line().map(|l| (l as u64, 1))
+}
+
+/// A minijinja error's message without the template name and line it repeats.
+pub(crate) fn template_message(err: &minijinja::Error) -> String {
+    let mut message = err.kind().to_string();
+    if let Some(detail) = err.detail() {
+        message = format!("{message}: {detail}");
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,311 @@
+//! Structural checks of a definition's spec that need no template or rule compiled: names,
+//! dependencies, conditions, namespaces and agreement between `spec.crd` and the parent.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::document::Field;
+use super::{CompileError, schema};
+use crate::definition::{CrdScope, OperatorDefinitionSpec};
+use crate::gvk::Gvk;
+
+/// Condition types Stencil writes itself.
+pub const RESERVED_CONDITIONS: &[&str] = &["Ready", "Reconciling", "Stalled"];
+
+/// Status keys Stencil writes itself.
+pub const RESERVED_STATUS_FIELDS: &[&str] = &["conditions", "observedGeneration"];
+
+type Report<'a> = &'a mut dyn FnMut(Field, CompileError, Option<(u64, u64)>);
+
+/// Runs every check, reporting each problem; returns the children's dependency order
+/// when the dependencies are sound.
+pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report: Report<'_>) -> Option<Vec<usize>> {
+    if let Some(parent) = parent
+        && !is_kind(&parent.kind)
+    {
+        report(
+            Field::Parent,
+            CompileError::Invalid(format!("kind `{}` must be CamelCase, e.g. `Database`", parent.kind)),
+            None,
+        );
+    }
+    if spec.children.is_empty() {
+        report(
+            Field::Definition,
+            CompileError::Invalid("spec.children must list at least one child".into()),
+            None,
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (i, child) in spec.children.iter().enumerate() {
+        if !is_identifier(&child.name) {
+            report(
+                Field::ChildName(i),
+                CompileError::Invalid(identifier_hint("child", &child.name)),
+                None,
+            );
+        }
+        if !seen.insert(child.name.as_str()) {
+            report(
+                Field::ChildName(i),
+                CompileError::Duplicate(format!("child {}", child.name)),
+                None,
+            );
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (i, lookup) in spec.lookups.iter().enumerate() {
+        if !is_identifier(&lookup.name) {
+            report(
+                Field::LookupName(i),
+                CompileError::Invalid(identifier_hint("lookup", &lookup.name)),
+                None,
+            );
+        }
+        if !seen.insert(lookup.name.as_str()) {
+            report(
+                Field::LookupName(i),
+                CompileError::Duplicate(format!("lookup {}", lookup.name)),
+                None,
+            );
+        }
+        if let Err(e) = Gvk::parse(&lookup.api_version, &lookup.kind) {
+            report(Field::LookupName(i), CompileError::Invalid(e.to_string()), None);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for (i, condition) in spec.status.conditions.iter().enumerate() {
+        let t = condition.type_.as_str();
+        if RESERVED_CONDITIONS.contains(&t) {
+            report(
+                Field::Condition(i),
+                CompileError::Invalid(format!(
+                    "condition type `{t}` is written by Stencil; choose another name"
+                )),
+                None,
+            );
+        } else if !is_kind(t) {
+            report(
+                Field::Condition(i),
+                CompileError::Invalid(format!("condition type `{t}` must be CamelCase, e.g. `Available`")),
+                None,
+            );
+        }
+        if !seen.insert(t) {
+            report(
+                Field::Condition(i),
+                CompileError::Duplicate(format!("condition {t}")),
+                None,
+            );
+        }
+    }
+    for key in spec.status.fields.keys() {
+        if RESERVED_STATUS_FIELDS.contains(&key.as_str()) {
+            report(
+                Field::StatusValue(key.clone()),
+                CompileError::Invalid(format!("status.{key} is written by Stencil; choose another name")),
+                None,
+            );
+        } else if !is_identifier(key) {
+            report(
+                Field::StatusValue(key.clone()),
+                CompileError::Invalid(format!(
+                    "status field `{key}` must be a plain name such as `readyReplicas`"
+                )),
+                None,
+            );
+        }
+    }
+    for ns in &spec.allowed_namespaces {
+        if ns != "*" && !is_dns_label(ns) {
+            report(
+                Field::AllowedNamespaces,
+                CompileError::Invalid(format!("`{ns}` is not a namespace name (or `*`)")),
+                None,
+            );
+        }
+    }
+    if let Some(seconds) = spec.resync_seconds
+        && seconds < 10
+    {
+        report(
+            Field::ResyncSeconds,
+            CompileError::Invalid(format!("resyncSeconds must be at least 10, got {seconds}")),
+            None,
+        );
+    }
+    if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
+        for problem in crd_problems(crd, parent) {
+            report(Field::Crd, CompileError::Crd(problem), None);
+        }
+    }
+    dependency_order(spec, report)
+}
+
+/// Orders children so each comes after what it depends on; reports unknown names and cycles.
+fn dependency_order(spec: &OperatorDefinitionSpec, report: Report<'_>) -> Option<Vec<usize>> {
+    let index: BTreeMap<&str, usize> = spec
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.name.as_str(), i))
+        .collect();
+    let mut ok = true;
+    for (i, child) in spec.children.iter().enumerate() {
+        for dep in &child.depends_on {
+            if dep == &child.name {
+                report(
+                    Field::ChildDependsOn(i),
+                    CompileError::Cycle(format!("{0} -> {0}", child.name)),
+                    None,
+                );
+                ok = false;
+            } else if !index.contains_key(dep.as_str()) {
+                report(
+                    Field::ChildDependsOn(i),
+                    CompileError::UnknownDependency(dep.clone()),
+                    None,
+                );
+                ok = false;
+            }
+        }
+    }
+    if !ok {
+        return None;
+    }
+    // Depth-first, visiting children in declaration order so the order is stable.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    fn visit(
+        i: usize,
+        spec: &OperatorDefinitionSpec,
+        index: &BTreeMap<&str, usize>,
+        marks: &mut [Mark],
+        stack: &mut Vec<usize>,
+        order: &mut Vec<usize>,
+    ) -> Result<(), Vec<usize>> {
+        match marks[i] {
+            Mark::Done => return Ok(()),
+            Mark::Open => {
+                let start = stack.iter().position(|&s| s == i).unwrap_or(0);
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(i);
+                return Err(cycle);
+            }
+            Mark::New => {}
+        }
+        marks[i] = Mark::Open;
+        stack.push(i);
+        for dep in &spec.children[i].depends_on {
+            visit(index[dep.as_str()], spec, index, marks, stack, order)?;
+        }
+        stack.pop();
+        marks[i] = Mark::Done;
+        order.push(i);
+        Ok(())
+    }
+    let mut marks = vec![Mark::New; spec.children.len()];
+    let mut order = Vec::with_capacity(spec.children.len());
+    for i in 0..spec.children.len() {
+        let mut stack = Vec::new();
+        if let Err(cycle) = visit(i, spec, &index, &mut marks, &mut stack, &mut order) {
+            let names: Vec<&str> = cycle.iter().map(|&c| spec.children[c].name.as_str()).collect();
+            report(
+                Field::ChildDependsOn(cycle[0]),
+                CompileError::Cycle(names.join(" -> ")),
+                None,
+            );
+            return None;
+        }
+    }
+    Some(order)
+}
+
+/// What is wrong with `spec.crd` for this parent.
+fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
+    let mut problems = Vec::new();
+    if parent.group.is_empty() || !parent.group.contains('.') {
+        problems.push(format!(
+            "the parent's group `{}` cannot hold a CRD; use a domain you own, e.g. `myapp.example.com`",
+            parent.group
+        ));
+    }
+    if !is_dns_label(&crd.names.plural) {
+        problems.push(format!(
+            "names.plural `{}` must be a lower-case DNS label",
+            crd.names.plural
+        ));
+    }
+    if let Some(singular) = &crd.names.singular
+        && !is_dns_label(singular)
+    {
+        problems.push(format!("names.singular `{singular}` must be a lower-case DNS label"));
+    }
+    let mut names = BTreeSet::new();
+    for v in &crd.versions {
+        if !names.insert(v.name.as_str()) {
+            problems.push(format!("version {} is listed twice", v.name));
+        }
+        if v.storage && !v.served {
+            problems.push(format!("version {} stores objects but is not served", v.name));
+        }
+        for issue in schema::structural_problems(&v.schema.open_api_v3_schema) {
+            problems.push(format!("versions[{}].schema.openAPIV3Schema{issue}", v.name));
+        }
+    }
+    let storage: Vec<&str> = crd
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    if storage.len() != 1 {
+        problems.push(format!(
+            "exactly one version must have storage: true, found {}",
+            storage.len()
+        ));
+    }
+    match crd.versions.iter().find(|v| v.name == parent.version) {
+        None => problems.push(format!(
+            "the parent's version {} is not among the CRD's versions",
+            parent.version
+        )),
+        Some(v) if !v.served => problems.push(format!("the parent's version {} is not served", parent.version)),
+        Some(_) => {}
+    }
+    if crd.scope == CrdScope::Cluster && crd.names.plural == "namespaces" {
+        problems.push("a cluster-scoped kind cannot be called namespaces".to_string());
+    }
+    problems
+}
+
+/// A name usable as `children.<name>` in templates and JSONPath.
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn identifier_hint(what: &str, name: &str) -> String {
+    format!(
+        "{what} name `{name}` must be an identifier (letters, digits, `_`), since templates read it as `{what}s.<name>`; try `{}`",
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    )
+}
+
+fn is_kind(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// An RFC 1123 label: lower-case alphanumerics and '-', 1 to 63 characters.
+pub(crate) fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}

@@ -1,0 +1,127 @@
+//! CustomResourceDefinitions Stencil produces, purely: its own OperatorDefinition CRD and
+//! the parent CRD a definition declares in `spec.crd`.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+    CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
+    CustomResourceValidation, JSONSchemaProps,
+};
+use kube::CustomResourceExt;
+use kube::api::ObjectMeta;
+
+use crate::compile::CompiledDefinition;
+use crate::definition::{CrdScope, OperatorDefinition};
+use crate::labels;
+
+/// A parent CRD that cannot be built from its definition.
+#[derive(Debug, thiserror::Error)]
+pub enum CrdError {
+    /// A version's schema is not an OpenAPI v3 schema Kubernetes accepts.
+    #[error("definition {definition}: spec.crd.versions[{version}].schema: {message}")]
+    Schema {
+        /// The definition.
+        definition: String,
+        /// The CRD version.
+        version: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+/// The OperatorDefinition CRD, as `stencil crd` prints it and the chart ships it.
+pub fn operator_definition_crd() -> CustomResourceDefinition {
+    OperatorDefinition::crd()
+}
+
+/// The parent CRD a definition declares, or `None` when it has no `spec.crd`. Every
+/// version gets the status subresource, since Stencil writes parent status through it.
+pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefinition>, CrdError> {
+    let Some(crd) = &def.spec.crd else {
+        return Ok(None);
+    };
+    let group = def.parent.group.clone();
+    let kind = def.parent.kind.clone();
+    let versions = crd
+        .versions
+        .iter()
+        .map(|v| {
+            let schema: JSONSchemaProps =
+                serde_json::from_value(v.schema.open_api_v3_schema.clone()).map_err(|e| CrdError::Schema {
+                    definition: def.name.clone(),
+                    version: v.name.clone(),
+                    message: e.to_string(),
+                })?;
+            Ok(CustomResourceDefinitionVersion {
+                name: v.name.clone(),
+                served: v.served,
+                storage: v.storage,
+                deprecated: v.deprecated.then_some(true),
+                deprecation_warning: v.deprecation_warning.clone(),
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(schema),
+                }),
+                subresources: Some(CustomResourceSubresources {
+                    status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
+                    scale: None,
+                }),
+                additional_printer_columns: (!v.additional_printer_columns.is_empty())
+                    .then(|| v.additional_printer_columns.clone()),
+                selectable_fields: None,
+            })
+        })
+        .collect::<Result<Vec<_>, CrdError>>()?;
+    Ok(Some(CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{}", crd.names.plural, group)),
+            labels: Some(
+                [
+                    (labels::MANAGED_BY.to_string(), labels::MANAGED_BY_VALUE.to_string()),
+                    (labels::DEFINITION.to_string(), def.name.clone()),
+                ]
+                .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group,
+            names: CustomResourceDefinitionNames {
+                kind: kind.clone(),
+                list_kind: Some(format!("{kind}List")),
+                plural: crd.names.plural.clone(),
+                singular: Some(crd.names.singular.clone().unwrap_or_else(|| kind.to_lowercase())),
+                short_names: (!crd.names.short_names.is_empty()).then(|| crd.names.short_names.clone()),
+                categories: (!crd.names.categories.is_empty()).then(|| crd.names.categories.clone()),
+            },
+            scope: match crd.scope {
+                CrdScope::Namespaced => "Namespaced",
+                CrdScope::Cluster => "Cluster",
+            }
+            .to_string(),
+            versions,
+            conversion: None,
+            preserve_unknown_fields: None,
+        },
+        status: None,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn the_operator_definition_crd_is_cluster_scoped_with_status() {
+        let crd = operator_definition_crd();
+        assert_eq!(crd.metadata.name.as_deref(), Some("operatordefinitions.stencil.dev"));
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(crd.spec.names.short_names, Some(vec!["opdef".to_string()]));
+        let v = &crd.spec.versions[0];
+        assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            schema.pointer("/openAPIV3Schema/properties/spec/properties/children/items/properties/template/type"),
+            Some(&Value::from("string"))
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! The OperatorDefinition `stencil.dev/v1alpha1` resource as Rust types: the serde and
+//! schemars shapes of the public definition format and of its status. No logic lives
+//! here beyond defaults; validation is the compiler's job.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The desired behaviour of one operator: a parent kind, its children and its status rules.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "stencil.dev",
+    version = "v1alpha1",
+    kind = "OperatorDefinition",
+    shortname = "opdef",
+    category = "stencil",
+    status = "OperatorDefinitionStatus",
+    doc = "OperatorDefinition maps a parent kind to templated child resources and JSONPath status rules.",
+    printcolumn = r#"{"name":"Parent","type":"string","jsonPath":".spec.parent.kind"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Parents","type":"integer","jsonPath":".status.parentCount"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OperatorDefinitionSpec {
+    /// The kind this definition reconciles.
+    pub parent: ParentRef,
+    /// When set, Stencil installs and updates the parent's CustomResourceDefinition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd: Option<CrdSpec>,
+    /// Read-only objects the templates may read; a change to one re-renders its parents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lookups: Vec<Lookup>,
+    /// The child resources, each produced by a minijinja template.
+    pub children: Vec<Child>,
+    /// JSONPath rules that write the parent's status.
+    #[serde(default, skip_serializing_if = "StatusRules::is_empty")]
+    pub status: StatusRules,
+    /// What happens to children when a parent is deleted.
+    #[serde(default)]
+    pub finalize: Finalize,
+    /// Namespaces other than the parent's own that children and lookups may use.
+    /// Empty (the default) confines a namespaced parent to its namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_namespaces: Vec<String>,
+    /// Seconds between full resyncs of every parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10))]
+    pub resync_seconds: Option<u32>,
+}
+
+/// A Kubernetes kind named by apiVersion and kind.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ParentRef {
+    /// `group/version`, or `v1` for the core group.
+    pub api_version: String,
+    /// The kind, e.g. `Database`.
+    pub kind: String,
+}
+
+/// The parent's CustomResourceDefinition; its group and kind come from `spec.parent`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrdSpec {
+    /// `Namespaced` (default) or `Cluster`.
+    #[serde(default)]
+    pub scope: CrdScope,
+    /// Plural, singular, short names and categories.
+    pub names: CrdNames,
+    /// Every served version; exactly one is the storage version.
+    pub versions: Vec<CrdVersion>,
+}
+
+/// Whether the parent kind is namespaced or cluster-scoped.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CrdScope {
+    /// Objects live in a namespace.
+    #[default]
+    Namespaced,
+    /// Objects are cluster-scoped.
+    Cluster,
+}
+
+/// The names of the parent's CRD, as in `CustomResourceDefinitionNames` less the kind.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrdNames {
+    /// Lower-case plural name; the CRD is named `<plural>.<group>`.
+    pub plural: String,
+    /// Lower-case singular name; defaults to the lower-cased kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub singular: Option<String>,
+    /// Short names for kubectl.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub short_names: Vec<String>,
+    /// Categories, e.g. `all`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub categories: Vec<String>,
+}
+
+/// One version of the parent's CRD.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CrdVersion {
+    /// The version name, e.g. `v1`.
+    pub name: String,
+    /// Whether the API server serves this version.
+    #[serde(default = "default_true")]
+    pub served: bool,
+    /// Whether objects are stored in this version; exactly one version stores.
+    #[serde(default)]
+    pub storage: bool,
+    /// Marks the version deprecated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deprecated: bool,
+    /// The warning returned to clients of a deprecated version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deprecation_warning: Option<String>,
+    /// The version's structural schema.
+    pub schema: CrdSchema,
+    /// Extra columns for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional_printer_columns: Vec<CustomResourceColumnDefinition>,
+}
+
+/// A CRD version's schema.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CrdSchema {
+    /// A structural OpenAPI v3 schema; `x-kubernetes-validations` (CEL) are allowed.
+    #[serde(rename = "openAPIV3Schema")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub open_api_v3_schema: Value,
+}
+
+/// An object that templates may read, fetched by name for each parent.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Lookup {
+    /// Id; templates read it as `lookups.<name>`.
+    pub name: String,
+    /// The object's apiVersion.
+    pub api_version: String,
+    /// The object's kind.
+    pub kind: String,
+    /// A template, over `parent`, that renders the object's name.
+    pub name_template: String,
+    /// A template that renders the object's namespace; the parent's namespace by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_template: Option<String>,
+    /// When true, a missing object renders as absent instead of holding the parent back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// One child entry: a template that renders zero or more objects.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Child {
+    /// Id; templates and rules refer to the observed objects as `children.<name>`.
+    pub name: String,
+    /// How a changed child is brought up to date.
+    #[serde(default)]
+    pub update_policy: UpdatePolicy,
+    /// Children that must be observed and ready before this one is rendered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// When true the template may render any number of objects and `children.<name>` is
+    /// a list; otherwise it renders at most one and `children.<name>` is that object.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub collection: bool,
+    /// A minijinja template that renders YAML documents.
+    pub template: String,
+    /// A JSONPath rule over the observed object; replaces the default readiness rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_when: Option<String>,
+}
+
+/// How Stencil brings an existing child in line with its template.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum UpdatePolicy {
+    /// Server-side apply the new state over the live object.
+    #[default]
+    InPlace,
+    /// Delete the object and create it anew.
+    Recreate,
+    /// Create the object once and never update it.
+    OnCreate,
+}
+
+/// Rules that write the parent's status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StatusRules {
+    /// `status.<field>` is set to what the JSONPath rule selects over the context.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fields: BTreeMap<String, String>,
+    /// Conditions whose status is the truth of a JSONPath rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionRule>,
+    /// A minijinja template rendering a YAML mapping merged into the status, for computed
+    /// values such as a phase. It sees the context plus `ready` and `waiting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+}
+
+impl StatusRules {
+    /// True when no rule is set.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty() && self.conditions.is_empty() && self.template.is_none()
+    }
+}
+
+/// A condition on the parent whose status follows a JSONPath rule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConditionRule {
+    /// The condition type, in CamelCase. `Ready`, `Reconciling` and `Stalled` are Stencil's.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// JSONPath rule over the context; the condition is True when the rule holds.
+    pub when: String,
+    /// Reason when True; `RuleSatisfied` by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Message when True.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What happens to children when their parent is deleted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Finalize {
+    /// `Delete` (default) removes the children; `Orphan` leaves them in place.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+/// Whether a deleted parent's children are deleted or kept.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete the children with their parent.
+    #[default]
+    Delete,
+    /// Keep the children, stripped of their ownerReferences.
+    Orphan,
+}
+
+/// What the controller observed about a definition.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorDefinitionStatus {
+    /// `Ready`, `Conflict` and friends, following the Kubernetes condition conventions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The kinds this definition watches, as `apiVersion/kind`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watched_kinds: Vec<String>,
+    /// How many parents the definition serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_count: Option<i64>,
+    /// The last compile or reconcile error, with its location.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// The generation the status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}

@@ -1,0 +1,33 @@
+//! Every label and annotation Stencil writes on the objects it manages lives here, under
+//! the `stencil.dev/` prefix, so the controller, the renderer and the RBAC generator agree
+//! on one set of keys.
+
+/// The API group of Stencil's own resources and the prefix of its label keys.
+pub const GROUP: &str = "stencil.dev";
+
+/// Server-side apply field manager for everything Stencil writes.
+pub const FIELD_MANAGER: &str = "stencil";
+
+/// Names the OperatorDefinition that produced a child.
+pub const DEFINITION: &str = "stencil.dev/definition";
+
+/// The UID of the parent a child belongs to; the controller selects children with it.
+pub const PARENT_UID: &str = "stencil.dev/parent-uid";
+
+/// The parent's name, for children that cannot carry an ownerReference.
+pub const PARENT_NAME: &str = "stencil.dev/parent-name";
+
+/// The parent's namespace, for children that cannot carry an ownerReference.
+pub const PARENT_NAMESPACE: &str = "stencil.dev/parent-namespace";
+
+/// The child entry (`spec.children[].name`) whose template produced an object.
+pub const CHILD: &str = "stencil.dev/child";
+
+/// The well-known label that names the tool managing an object.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// The value of [`MANAGED_BY`] on Stencil's children.
+pub const MANAGED_BY_VALUE: &str = "stencil";
+
+/// Longest value Kubernetes accepts for a label.
+pub const MAX_LABEL_VALUE: usize = 63;

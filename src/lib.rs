@@ -1,0 +1,14 @@
+//! Stencil: a generic Kubernetes operator. OperatorDefinitions map a parent kind to
+//! minijinja-templated children and JSONPath status rules; this crate compiles them,
+//! renders them purely, and (in the controller) reconciles them against a cluster.
+
+pub mod compile;
+pub mod crd;
+pub mod definition;
+pub mod golden;
+pub mod gvk;
+pub mod labels;
+pub mod readiness;
+pub mod render;
+pub mod source;
+pub mod yaml;

@@ -1,0 +1,3 @@
+//! Where definitions come from. Today: local files and directories.
+
+pub mod files;
