@@ -1,1 +1,198 @@
+//! One test per class of compile error, each checking the message and its position.
 
+use super::*;
+
+const GOOD: &str = r#"apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  parent:
+    apiVersion: example.com/v1
+    kind: Widget
+  children:
+    - name: config
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ parent.metadata.name }}
+"#;
+
+fn errors(text: &str) -> Vec<Diagnostic> {
+    let (defs, diags) = compile_file("w.yaml", text);
+    assert!(
+        defs.is_empty() || !diags.0.is_empty(),
+        "expected errors, got a definition"
+    );
+    assert!(!diags.0.is_empty(), "expected errors");
+    diags.0
+}
+
+fn one_error(text: &str) -> Diagnostic {
+    let mut all = errors(text);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    all.remove(0)
+}
+
+#[test]
+fn a_good_definition_compiles() {
+    let (defs, diags) = compile_file("w.yaml", GOOD);
+    assert!(diags.0.is_empty(), "{diags}");
+    assert_eq!(defs[0].name, "widgets.example.com");
+    assert_eq!(defs[0].parent.kind, "Widget");
+}
+
+#[test]
+fn malformed_yaml_is_reported_at_its_line() {
+    let d = one_error(&GOOD.replace("    kind: Widget", "    kind: [Widget"));
+    assert!(matches!(d.error, CompileError::Yaml(_)), "{d}");
+    assert!(d.line >= 8, "{d}");
+}
+
+#[test]
+fn an_unknown_field_is_an_error() {
+    let d = one_error(&GOOD.replace("  children:", "  childs: []\n  children:"));
+    assert!(d.to_string().contains("childs"), "{d}");
+    assert_eq!(d.line, 9, "{d}");
+}
+
+#[test]
+fn an_unknown_field_in_a_child_is_an_error() {
+    let d = one_error(&GOOD.replace("      template: |", "      readyWhenn: $.x\n      template: |"));
+    assert!(d.to_string().contains("readyWhenn"), "{d}");
+}
+
+#[test]
+fn a_document_of_another_kind_is_rejected() {
+    let d = one_error(&GOOD.replace("kind: OperatorDefinition", "kind: Operator"));
+    assert!(matches!(d.error, CompileError::NotADefinition { .. }), "{d}");
+}
+
+#[test]
+fn a_bad_parent_api_version_is_rejected() {
+    let d = one_error(&GOOD.replace("apiVersion: example.com/v1", "apiVersion: example.com/v1/x"));
+    assert_eq!(d.field.as_deref(), Some("spec.parent"));
+    assert!(d.to_string().contains("is not an apiVersion"), "{d}");
+}
+
+#[test]
+fn duplicate_child_names_are_rejected() {
+    let twice = format!("{GOOD}{}", &GOOD[GOOD.find("    - name: config").unwrap()..]);
+    let d = one_error(&twice);
+    assert_eq!(d.error, CompileError::Duplicate("child config".into()));
+    assert_eq!(d.line, 16, "{d}");
+}
+
+#[test]
+fn a_child_name_must_be_an_identifier() {
+    let d = one_error(&GOOD.replace("name: config", "name: my-config"));
+    assert!(d.to_string().contains("try `my_config`"), "{d}");
+}
+
+#[test]
+fn an_unknown_dependency_is_rejected() {
+    let d = one_error(&GOOD.replace("      template: |", "      dependsOn: [missing]\n      template: |"));
+    assert_eq!(d.error, CompileError::UnknownDependency("missing".into()));
+    assert_eq!(d.field.as_deref(), Some("children[config].dependsOn"));
+}
+
+#[test]
+fn a_dependency_cycle_is_named() {
+    let text = format!(
+        "{}{}",
+        GOOD.replace("      template: |", "      dependsOn: [other]\n      template: |"),
+        "    - name: other\n      dependsOn: [config]\n      template: 'x: 1'\n"
+    );
+    let d = one_error(&text);
+    assert_eq!(d.error, CompileError::Cycle("config -> other -> config".into()));
+}
+
+#[test]
+fn a_template_syntax_error_points_into_the_file() {
+    let d = one_error(&GOOD.replace("{{ parent.metadata.name }}", "{{ parent.metadata.name }"));
+    assert!(matches!(d.error, CompileError::Template(_)), "{d}");
+    assert_eq!(d.line, 15, "{d}");
+    assert!(d.column > 10, "{d}");
+    assert_eq!(d.field.as_deref(), Some("children[config].template"));
+    assert!(d.to_string().starts_with("w.yaml:15:"), "{d}");
+}
+
+#[test]
+fn a_jsonpath_syntax_error_points_into_the_file() {
+    let text = format!("{GOOD}  status:\n    fields:\n      ready: '$.children.config[?@.x ==]'\n");
+    let d = one_error(&text);
+    assert!(matches!(d.error, CompileError::Rule(_)), "{d}");
+    assert_eq!(d.line, 18, "{d}");
+    assert_eq!(d.field.as_deref(), Some("status.fields.ready"));
+}
+
+#[test]
+fn reserved_condition_types_are_rejected() {
+    let text = format!("{GOOD}  status:\n    conditions:\n      - type: Ready\n        when: $.x\n");
+    let d = one_error(&text);
+    assert!(d.to_string().contains("written by Stencil"), "{d}");
+}
+
+#[test]
+fn a_crd_that_disagrees_with_the_parent_is_rejected() {
+    let crd = "  crd:\n    names: {plural: widgets}\n    versions:\n      - name: v2\n        served: true\n        storage: true\n        schema:\n          openAPIV3Schema: {type: object}\n  children:";
+    let d = one_error(&GOOD.replace("  children:", crd));
+    assert_eq!(
+        d.error,
+        CompileError::Crd("the parent's version v1 is not among the CRD's versions".into())
+    );
+}
+
+#[test]
+fn a_crd_needs_exactly_one_storage_version_and_a_structural_schema() {
+    let crd = "  crd:\n    names: {plural: widgets}\n    versions:\n      - name: v1\n        served: true\n        schema:\n          openAPIV3Schema: {type: object, properties: {spec: {description: untyped}}}\n  children:";
+    let all = errors(&GOOD.replace("  children:", crd));
+    let text: Vec<String> = all.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter().any(|t| t.contains("exactly one version must have storage")),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains(".properties.spec: every schema node needs a type")),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn every_error_of_a_file_is_reported() {
+    let bad = GOOD
+        .replace("{{ parent.metadata.name }}", "{% if %}")
+        .replace("      template: |", "      readyWhen: 'nope'\n      template: |");
+    let second = GOOD
+        .replace("widgets.example.com", "gadgets.example.com")
+        .replace("name: config", "name: a-b");
+    let all = errors(&format!("{bad}---\n{second}"));
+    assert_eq!(all.len(), 3, "{all:#?}");
+    assert!(
+        all.iter()
+            .any(|d| d.definition.as_deref() == Some("gadgets.example.com"))
+    );
+}
+
+#[test]
+fn a_good_definition_beside_a_bad_one_still_compiles() {
+    let bad = GOOD
+        .replace("widgets.example.com", "bad.example.com")
+        .replace("kind: Widget", "kind: widget");
+    let (defs, diags) = compile_file("w.yaml", &format!("{GOOD}---\n{bad}"));
+    assert_eq!(defs.len(), 1);
+    assert_eq!(diags.0.len(), 1, "{diags}");
+    assert_eq!(diags.0[0].line, 23, "{diags}");
+}
+
+#[test]
+fn a_cluster_resource_reports_positions_inside_the_template() {
+    let (defs, _) = compile_file("w.yaml", GOOD);
+    let mut resource = OperatorDefinition::new("widgets.example.com", defs[0].spec.clone());
+    resource.spec.children[0].template = "kind: x\nname: {{ a }".into();
+    let d = compile_resource(&resource).unwrap_err().0.remove(0);
+    assert_eq!(d.file, "OperatorDefinition/widgets.example.com");
+    assert_eq!(d.line, 2, "{d}");
+}

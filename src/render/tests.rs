@@ -1,1 +1,399 @@
+//! Render tests: one per rule of the renderer, plus a property test that render is
+//! deterministic and never panics on arbitrary parents.
 
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::compile::compile_file;
+
+fn compile(children: &str, extra: &str) -> CompiledDefinition {
+    let text = format!(
+        "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Widget\n{extra}  children:\n{children}"
+    );
+    let (mut defs, diags) = compile_file("w.yaml", &text);
+    assert!(diags.0.is_empty(), "{diags}");
+    defs.remove(0)
+}
+
+fn child(name: &str, template: &str) -> String {
+    let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
+    format!("    - name: {name}\n      template: |\n{body}")
+}
+
+fn parent() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "team", "uid": "uid-1", "generation": 7},
+        "spec": {"size": 3, "items": ["a", "b"]}})
+}
+
+struct Inputs {
+    observed: BTreeMap<String, Vec<Value>>,
+    lookups: BTreeMap<String, Value>,
+    scopes: Scopes,
+}
+
+impl Inputs {
+    fn new() -> Self {
+        Inputs {
+            observed: BTreeMap::new(),
+            lookups: BTreeMap::new(),
+            scopes: Scopes::default(),
+        }
+    }
+    fn observe(mut self, child: &str, obj: Value) -> Self {
+        self.observed.entry(child.into()).or_default().push(obj);
+        self
+    }
+    fn run(&self, def: &CompiledDefinition, parent: &Value) -> Result<RenderOutput, RenderFailure> {
+        render(
+            def,
+            RenderInput {
+                parent,
+                observed: &self.observed,
+                lookups: &self.lookups,
+                scopes: &self.scopes,
+            },
+        )
+    }
+}
+
+const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | quote }}";
+
+fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == t)
+        .unwrap_or_else(|| panic!("no condition {t} in {status}"))
+}
+
+#[test]
+fn a_child_gets_the_parent_namespace_labels_and_a_controller_reference() {
+    let def = compile(&child("cm", CM), "");
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    let obj = &out.children[0].object;
+    assert_eq!(obj["metadata"]["namespace"], "team");
+    assert_eq!(obj["data"]["size"], "3");
+    let labels = &obj["metadata"]["labels"];
+    assert_eq!(labels["stencil.dev/child"], "cm");
+    assert_eq!(labels["stencil.dev/parent-uid"], "uid-1");
+    assert_eq!(labels["stencil.dev/definition"], "widgets.example.com");
+    assert_eq!(labels["app.kubernetes.io/managed-by"], "stencil");
+    let owner = &obj["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        owner,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w1",
+        "controller": true, "blockOwnerDeletion": true, "uid": "uid-1"})
+    );
+}
+
+#[test]
+fn a_cluster_scoped_child_gets_no_namespace_and_may_not_set_one() {
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x";
+    let def = compile(&child("ns", ns), "");
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert_eq!(out.children[0].object["metadata"].get("namespace"), None);
+    // A namespaced parent cannot own a cluster-scoped child.
+    assert_eq!(out.children[0].object["metadata"].get("ownerReferences"), None);
+    let def = compile(&child("ns", &format!("{ns}\n  namespace: y")), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Namespace is cluster-scoped; remove metadata.namespace"),
+        "{err}"
+    );
+}
+
+#[test]
+fn another_namespace_needs_allowed_namespaces() {
+    let other = format!("{CM}\n").replace("metadata:\n", "metadata:\n  namespace: shared\n");
+    let def = compile(&child("cm", &other), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    assert!(err.to_string().contains("outside the parent's namespace"), "{err}");
+    assert!(err.to_string().starts_with("w.yaml:"), "{err}");
+
+    let def = compile(&child("cm", &other), "  allowedNamespaces: [shared]\n");
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    let meta = &out.children[0].object["metadata"];
+    assert_eq!(meta["namespace"], "shared");
+    // An ownerReference cannot cross namespaces; the labels lead back to the parent.
+    assert_eq!(meta.get("ownerReferences"), None);
+    assert_eq!(meta["labels"]["stencil.dev/parent-namespace"], "team");
+}
+
+#[test]
+fn a_cluster_scoped_parent_owns_children_in_any_namespace_and_must_name_it() {
+    let mut p = parent();
+    p["metadata"].as_object_mut().unwrap().remove("namespace");
+    let def = compile(&child("cm", CM), "");
+    let err = Inputs::new().run(&def, &p).unwrap_err();
+    assert!(err.to_string().contains("set metadata.namespace"), "{err}");
+    let def = compile(
+        &child("cm", &CM.replace("metadata:\n", "metadata:\n  namespace: anywhere\n")),
+        "",
+    );
+    let out = Inputs::new().run(&def, &p).unwrap();
+    assert_eq!(out.children[0].object["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+}
+
+#[test]
+fn a_dependent_child_waits_until_its_dependency_is_observed_and_ready() {
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  replicas: 1";
+    let children = format!("{}{}      dependsOn: [app]\n", child("app", deploy), child("cm", CM));
+    let def = compile(&children, "");
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert_eq!(out.children.len(), 1);
+    assert_eq!(
+        out.waiting,
+        vec![Waiting {
+            child: "cm".into(),
+            on: vec!["app".into()]
+        }]
+    );
+    let ready = condition(&out.status, "Ready");
+    assert_eq!(ready["status"], "False");
+    assert_eq!(ready["reason"], "Waiting");
+    assert!(ready["message"].as_str().unwrap().contains("cm (on app)"), "{ready}");
+    assert_eq!(condition(&out.status, "Reconciling")["status"], "True");
+
+    let live = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "team"},
+        "spec": {"replicas": 1}, "status": {"updatedReplicas": 1, "availableReplicas": 1,
+        "conditions": [{"type": "Available", "status": "True"}]}});
+    let out = Inputs::new().observe("app", live).run(&def, &parent()).unwrap();
+    assert!(out.waiting.is_empty());
+    assert_eq!(out.children.len(), 2);
+}
+
+#[test]
+fn ready_is_true_only_when_every_child_is_observed_and_ready() {
+    let def = compile(&child("cm", CM), "");
+    let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1-cm", "namespace": "team"}});
+    let out = Inputs::new().observe("cm", live).run(&def, &parent()).unwrap();
+    let ready = condition(&out.status, "Ready");
+    assert_eq!(ready["status"], "True");
+    assert_eq!(ready["observedGeneration"], 7);
+    assert_eq!(out.status["observedGeneration"], 7);
+    assert!(
+        out.status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["type"] != "Reconciling")
+    );
+}
+
+#[test]
+fn ready_when_can_compare_two_fields() {
+    let rule = "      readyWhen: '$[?$.status.ready == $.spec.want]'\n";
+    let cr = "apiVersion: example.com/v1\nkind: Backup\nmetadata:\n  name: b\nspec:\n  want: 2";
+    let def = compile(&format!("{}{rule}", child("backup", cr)), "");
+    let live = |ready: i64| {
+        json!({"apiVersion": "example.com/v1", "kind": "Backup",
+        "metadata": {"name": "b", "namespace": "team"}, "spec": {"want": 2}, "status": {"ready": ready}})
+    };
+    let out = Inputs::new().observe("backup", live(1)).run(&def, &parent()).unwrap();
+    assert_eq!(condition(&out.status, "Ready")["status"], "False");
+    assert!(
+        condition(&out.status, "Ready")["message"]
+            .as_str()
+            .unwrap()
+            .contains("readyWhen")
+    );
+    let out = Inputs::new().observe("backup", live(2)).run(&def, &parent()).unwrap();
+    assert_eq!(condition(&out.status, "Ready")["status"], "True");
+}
+
+#[test]
+fn a_single_child_may_not_render_two_documents_but_a_collection_may() {
+    let two = "{% for i in parent.spec.items %}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{{ i }}\n{% endfor %}";
+    let def = compile(&child("cms", two), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    assert!(err.to_string().contains("set `collection: true`"), "{err}");
+
+    let def = compile(&format!("{}      collection: true\n", child("cms", two)), "");
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    let names: Vec<&Value> = out.children.iter().map(|c| &c.object["metadata"]["name"]).collect();
+    assert_eq!(names, vec!["cm-a", "cm-b"]);
+}
+
+#[test]
+fn children_appear_in_the_context_as_objects_or_lists() {
+    let echo = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: echo\ndata:\n  single: {{ children.one.metadata.name }}\n  many: {{ children.many | length | quote }}";
+    let children = format!(
+        "{}{}{}      collection: true\n",
+        child("echo", echo),
+        child("one", CM),
+        child("many", CM)
+    );
+    let def = compile(&children, "");
+    let cm = |n: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "team"}});
+    let inputs = Inputs::new()
+        .observe("one", cm("first"))
+        .observe("many", cm("m1"))
+        .observe("many", cm("m2"));
+    let out = inputs.run(&def, &parent()).unwrap();
+    assert_eq!(out.children[0].object["data"], json!({"single": "first", "many": "2"}));
+}
+
+#[test]
+fn required_fails_the_render_with_the_authors_message_and_position() {
+    let def = compile(
+        &child(
+            "cm",
+            &CM.replace(
+                "parent.spec.size | quote",
+                "parent.spec.owner | required('spec.owner is required')",
+            ),
+        ),
+        "",
+    );
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    let RenderError::Template { at, message } = &err.0[0] else {
+        panic!("{err}")
+    };
+    assert!(message.contains("spec.owner is required"), "{message}");
+    assert_eq!((at.file.as_str(), at.line), ("w.yaml", 17), "{err}");
+    assert_eq!(at.field, "children[cm].template");
+}
+
+#[test]
+fn the_fuel_limit_stops_a_runaway_template() {
+    // range() refuses a billion items outright; nested loops under that cap run out of fuel.
+    let def = compile(&child("cm", "{% for i in range(1000000000) %}{{ i }}{% endfor %}"), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
+    assert!(
+        err.contains("range has too many elements") && err.contains("children[cm].template"),
+        "{err}"
+    );
+    let nested = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+    let def = compile(&child("cm", nested), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
+    assert!(
+        err.contains("engine ran out of fuel") && err.contains("w.yaml:12:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn rendered_output_is_size_limited() {
+    let big = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  x: {{ 'x' * 1100000 }}";
+    let def = compile(&child("cm", big), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    assert!(matches!(err.0[0], RenderError::TooLarge { .. }), "{err}");
+}
+
+#[test]
+fn output_that_is_not_an_object_is_rejected() {
+    for (template, expect) in [
+        ("- a\n- b", "must be a YAML mapping"),
+        ("kind: ConfigMap\nmetadata:\n  name: x", "apiVersion is missing"),
+        ("apiVersion: v1\nkind: ConfigMap", "has no metadata.name"),
+        ("a: [1", "not valid YAML"),
+    ] {
+        let def = compile(&child("cm", template), "");
+        let err = Inputs::new().run(&def, &parent()).unwrap_err();
+        assert!(err.to_string().contains(expect), "{template}: {err}");
+    }
+}
+
+#[test]
+fn a_missing_lookup_holds_every_child_back_and_a_present_one_is_readable() {
+    let lookups = "  lookups:\n    - name: settings\n      apiVersion: v1\n      kind: ConfigMap\n      nameTemplate: '{{ parent.metadata.name }}-settings'\n";
+    let def = compile(
+        &child(
+            "cm",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  tier: {{ lookups.settings.data.tier }}",
+        ),
+        lookups,
+    );
+    let scopes = Scopes::default();
+    let requests = lookup_requests(&def, &parent(), &scopes).unwrap();
+    assert_eq!(requests[0].name, "w1-settings");
+    assert_eq!(requests[0].namespace.as_deref(), Some("team"));
+
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert!(out.children.is_empty());
+    assert_eq!(out.waiting[0].on, vec!["lookups.settings".to_string()]);
+
+    let settings = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1-settings", "namespace": "team"}, "data": {"tier": "gold"}});
+    let mut inputs = Inputs::new();
+    inputs.lookups = match_lookups(&requests, &[settings]);
+    let out = inputs.run(&def, &parent()).unwrap();
+    assert_eq!(out.children[0].object["data"]["tier"], "gold");
+}
+
+#[test]
+fn a_lookup_outside_the_parent_namespace_is_refused() {
+    let lookups = "  lookups:\n    - name: s\n      apiVersion: v1\n      kind: Secret\n      nameTemplate: s\n      namespaceTemplate: kube-system\n";
+    let def = compile(&child("cm", CM), lookups);
+    let err = lookup_requests(&def, &parent(), &Scopes::default()).unwrap_err();
+    assert!(err.to_string().contains("spec.allowedNamespaces"), "{err}");
+}
+
+#[test]
+fn status_fields_conditions_and_template_are_written() {
+    let extra = "  status:\n    fields:\n      size: $.parent.spec.size\n      items: $.parent.spec.items[*]\n      absent: $.parent.spec.nothing\n    conditions:\n      - type: Big\n        when: '$[?$.parent.spec.size > 2]'\n      - type: Huge\n        when: '$[?$.parent.spec.size > 100]'\n    template: |\n      summary: {{ parent.metadata.name }} is {{ 'ready' if ready else 'not ready' }}\n";
+    let def = compile(&child("cm", CM), extra);
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    let s = &out.status;
+    assert_eq!(s["size"], 3);
+    assert_eq!(s["items"], json!(["a", "b"]));
+    assert_eq!(s.get("absent"), None);
+    assert_eq!(s["summary"], "w1 is not ready");
+    assert_eq!(condition(s, "Big")["status"], "True");
+    assert_eq!(condition(s, "Big")["reason"], "RuleSatisfied");
+    assert_eq!(condition(s, "Huge")["status"], "False");
+}
+
+#[test]
+fn the_failure_status_is_stalled_and_not_ready() {
+    let def = compile(&child("cm", "{{ nope.x }}"), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err();
+    let status = failure_status(&parent(), &err);
+    assert_eq!(condition(&status, "Ready")["status"], "False");
+    assert_eq!(condition(&status, "Stalled")["status"], "True");
+    assert_eq!(condition(&status, "Stalled")["reason"], "RenderFailed");
+    assert_eq!(status["observedGeneration"], 7);
+}
+
+#[test]
+fn the_same_inputs_give_byte_identical_output() {
+    let def = compile(&child("cm", CM), "");
+    let a = serde_json::to_string(&Inputs::new().run(&def, &parent()).unwrap().to_json()).unwrap();
+    let b = serde_json::to_string(&Inputs::new().run(&def, &parent()).unwrap().to_json()).unwrap();
+    assert_eq!(a, b);
+}
+
+fn arbitrary_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-z0-9 :{}%-]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+            prop::collection::btree_map("[a-z]{1,6}", inner, 0..5).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn render_is_deterministic_and_never_panics(spec in arbitrary_json(), name in "[a-z0-9.-]{0,20}") {
+        let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name | dns_label }}\ndata:\n  spec: {{ parent.spec | tojson | quote }}\n  sum: {{ parent.spec | tojson | sha256 }}\n{% if parent.spec.a %}  a: {{ parent.spec.a | tojson }}{% endif %}";
+        let def = compile(&child("cm", template), "  status:\n    fields:\n      any: $.parent.spec..a\n");
+        let p = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "ns"}, "spec": spec});
+        let first = Inputs::new().run(&def, &p).map(|o| o.to_json()).map_err(|e| e.to_string());
+        let second = Inputs::new().run(&def, &p).map(|o| o.to_json()).map_err(|e| e.to_string());
+        prop_assert_eq!(first, second);
+    }
+}
