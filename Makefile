@@ -28,6 +28,10 @@ unit: ## Unit tests (no cluster)
 build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
+.PHONY: crds
+crds: build ## Regenerate the chart's OperatorDefinition CRD from the Rust types
+	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
+
 .PHONY: golden
 golden: build ## Validate the bundled operators and run their golden cases
 	$(STENCIL) validate operators/

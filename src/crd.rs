@@ -111,6 +111,16 @@ mod tests {
     use serde_json::Value;
 
     #[test]
+    fn the_chart_ships_the_generated_crd() {
+        let generated = crate::yaml::to_stream(&[serde_json::to_value(operator_definition_crd()).unwrap()]).unwrap();
+        let shipped = include_str!("../charts/stencil/crds/operatordefinitions.stencil.dev.yaml");
+        assert!(
+            shipped == generated,
+            "charts/stencil/crds/operatordefinitions.stencil.dev.yaml is stale; run `make crds`"
+        );
+    }
+
+    #[test]
     fn the_operator_definition_crd_is_cluster_scoped_with_status() {
         let crd = operator_definition_crd();
         assert_eq!(crd.metadata.name.as_deref(), Some("operatordefinitions.stencil.dev"));
