@@ -61,5 +61,5 @@ testenv-down: ## Stop every rig process and remove its state
 
 .PHONY: dev
 dev: build testenv-up ## Rig up, bundled CRDs installed, stencil running against it
-	$(STENCIL) crd | KUBECONFIG=$(KUBECONFIG_RIG) $(shell . $(TESTENV)/common.sh && echo $$K8S_BIN)/kubectl apply --server-side -f -
-	KUBECONFIG=$(KUBECONFIG_RIG) $(STENCIL) run --definitions operators/
+	. target/testenv/env && $(STENCIL) crd | kubectl apply --server-side -f -
+	. target/testenv/env && $(STENCIL) run --definitions operators/

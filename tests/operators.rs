@@ -5,20 +5,16 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use common::{TestNamespace, client, wait_for};
+use common::{TestNamespace, client, once_served, wait_established};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use stencil::compile::{CompiledDefinition, compile_resource};
 use stencil::definition::OperatorDefinition;
 use stencil::source::files;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn bundled() -> Vec<CompiledDefinition> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("operators");
@@ -35,15 +31,7 @@ async fn install(client: &Client, crd: &CustomResourceDefinition) {
     api.patch(&name, &PatchParams::apply("stencil-test").force(), &Patch::Apply(crd))
         .await
         .unwrap_or_else(|e| panic!("CRD {name} rejected: {e}"));
-    wait_for(&format!("CRD {name} to be Established"), TIMEOUT, || async {
-        let c = api.get(&name).await.ok()?;
-        c.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    wait_established(client, &name).await;
 }
 
 async fn install_parent_crds(client: &Client) {
@@ -67,16 +55,8 @@ fn api_for(client: &Client, api_version: &str, kind: &str, plural: &str, ns: Opt
 /// Server-side applies an object, retrying while a just-established kind is not served yet.
 async fn apply(api: &Api<DynamicObject>, obj: &Value) -> Result<DynamicObject, kube::Error> {
     let name = obj["metadata"]["name"].as_str().unwrap().to_string();
-    wait_for("the kind to be served", TIMEOUT, || async {
-        match api
-            .patch(&name, &PatchParams::apply("stencil-test"), &Patch::Apply(obj))
-            .await
-        {
-            Err(kube::Error::Api(e)) if e.code == 404 => None,
-            other => Some(other),
-        }
-    })
-    .await
+    let (params, patch) = (PatchParams::apply("stencil-test"), Patch::Apply(obj));
+    once_served(|| api.patch(&name, &params, &patch)).await
 }
 
 fn example(name: &str) -> Value {
@@ -91,21 +71,10 @@ async fn bundled_definitions_round_trip_as_operator_definition_resources() {
     let api: Api<OperatorDefinition> = Api::all(client.clone());
     for def in bundled() {
         let resource = OperatorDefinition::new(&def.name, def.spec.clone());
-        let stored = wait_for("OperatorDefinition to be served", TIMEOUT, || async {
-            match api
-                .patch(
-                    &def.name,
-                    &PatchParams::apply("stencil-test").force(),
-                    &Patch::Apply(&resource),
-                )
-                .await
-            {
-                Err(kube::Error::Api(e)) if e.code == 404 => None,
-                other => Some(other),
-            }
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{} rejected by the OperatorDefinition schema: {e}", def.name));
+        let (params, patch) = (PatchParams::apply("stencil-test").force(), Patch::Apply(&resource));
+        let stored = once_served(|| api.patch(&def.name, &params, &patch))
+            .await
+            .unwrap_or_else(|e| panic!("{} rejected by the OperatorDefinition schema: {e}", def.name));
         assert_eq!(
             stored.spec, def.spec,
             "{} changed on its way through the API server",

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestNamespace, client, wait_for};
+use common::{TestNamespace, client, once_served, wait_established, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -86,15 +86,7 @@ async fn a_crd_schema_rejects_invalid_objects_and_its_status_subresource_works()
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd).await.unwrap();
     let name = format!("widgets.{group}");
-    wait_for("the CRD to be Established", TIMEOUT, || async {
-        let c = crds.get(&name).await.ok()?;
-        c.status?
-            .conditions?
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True")
-            .then_some(())
-    })
-    .await;
+    wait_established(&client, &name).await;
 
     let ns = TestNamespace::new(&client, "crd").await;
     let gvk = GroupVersionKind::gvk(&group, "v1", "Widget");
@@ -105,14 +97,10 @@ async fn a_crd_schema_rejects_invalid_objects_and_its_status_subresource_works()
             "metadata": {"name": "w"}, "spec": {"size": size}}))
         .unwrap()
     };
-    let err = wait_for("the new kind to be served", TIMEOUT, || async {
-        match api.create(&PostParams::default(), &object(50)).await {
-            Err(kube::Error::Api(e)) if e.code == 404 => None,
-            other => Some(other),
-        }
-    })
-    .await
-    .expect_err("size 50 violates the schema");
+    let (params, too_big) = (PostParams::default(), object(50));
+    let err = once_served(|| api.create(&params, &too_big))
+        .await
+        .expect_err("size 50 violates the schema");
     let kube::Error::Api(status) = err else { panic!("{err}") };
     assert_eq!(status.code, 422, "{status:?}");
 

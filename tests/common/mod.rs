@@ -8,6 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
@@ -90,4 +91,42 @@ where
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until the named CRD reports `Established=True`.
+pub async fn wait_established(client: &Client, name: &str) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    wait_for(
+        &format!("CRD {name} to be Established"),
+        Duration::from_secs(60),
+        || async {
+            let c = api.get(name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+/// Runs a request until the API server stops answering 404 for a kind it has just
+/// started to serve, and returns its result.
+pub async fn once_served<T, F, Fut>(request: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut request = request;
+    wait_for("the new kind to be served", Duration::from_secs(60), || {
+        let attempt = request();
+        async move {
+            match attempt.await {
+                Err(kube::Error::Api(e)) if e.code == 404 => None,
+                other => Some(other),
+            }
+        }
+    })
+    .await
 }

@@ -14,7 +14,7 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 log() { printf 'testenv-build: %s\n' "$*" >&2; }
 
-# done_marker DIR: a build is complete only when its marker exists, so an interrupted
+# complete DIR: a build is complete only when its marker exists, so an interrupted
 # build never passes for a cached one.
 complete() { [[ -f "$1/.complete" ]]; }
 
@@ -117,12 +117,14 @@ GO
   touch "$out/.complete"
 }
 
+# build_go_install NAME PACKAGE VERSION [LDFLAGS]: `go install` of a module without
+# replace directives.
 build_go_install() {
-  local name="$1" module_pkg="$2" v="$3" out="$cache/bin/$1-$3"
+  local name="$1" module_pkg="$2" v="$3" extra="${4:-}" out="$cache/bin/$1-$3"
   complete "$out" && return 0
   log "building $name $v"
   mkdir -p "$out"
-  GOBIN="$out" go install -trimpath -ldflags "-s -w" "$module_pkg@$v"
+  GOBIN="$out" go install -trimpath -ldflags "-s -w $extra" "$module_pkg@$v"
   touch "$out/.complete"
 }
 
@@ -130,5 +132,6 @@ build_kubernetes
 build_etcd
 build_go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 build_go_install kwokctl sigs.k8s.io/kwok/cmd/kwokctl "$KWOK_VERSION"
-build_go_install helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION"
+build_go_install helm helm.sh/helm/v4/cmd/helm "$HELM_VERSION" \
+  "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 log "binaries ready under $cache/bin"
