@@ -204,20 +204,31 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
         }
         _ => return Err(input_error("give exactly one of parent and parentFile".into())),
     };
-    let scopes = scopes_for(&loaded.definitions);
     let observed = observed_by_child(case.observed).map_err(input_error)?;
-    let requests = render::lookup_requests(def, &parent, &scopes)?;
-    let lookups = render::match_lookups(&requests, &case.lookups);
-    let out = render::render(
+    Ok(render_offline(def, &loaded.definitions, &parent, &observed, &case.lookups)?.to_json())
+}
+
+/// The offline render `stencil render` and `stencil test` share: lookups are answered
+/// from `lookup_objects`, and scopes come from the definitions loaded beside `def`.
+pub fn render_offline(
+    def: &CompiledDefinition,
+    loaded: &[CompiledDefinition],
+    parent: &Value,
+    observed: &BTreeMap<String, Vec<Value>>,
+    lookup_objects: &[Value],
+) -> Result<render::RenderOutput, render::RenderFailure> {
+    let scopes = scopes_for(loaded);
+    let requests = render::lookup_requests(def, parent, &scopes)?;
+    let lookups = render::match_lookups(&requests, lookup_objects);
+    render::render(
         def,
         RenderInput {
-            parent: &parent,
-            observed: &observed,
+            parent,
+            observed,
             lookups: &lookups,
             scopes: &scopes,
         },
-    )?;
-    Ok(out.to_json())
+    )
 }
 
 /// Runs one case against its expected file, or rewrites that file when `update` is set.

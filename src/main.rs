@@ -12,7 +12,6 @@ use serde_json::Value;
 
 use cli::{Cli, Command, Format, RenderArgs};
 use stencil::golden::{self, Outcome};
-use stencil::render::{self, RenderInput};
 use stencil::source::files;
 use stencil::{crd, yaml};
 
@@ -96,19 +95,8 @@ fn render_cmd(args: &RenderArgs) -> Result<ExitCode> {
     for path in &args.lookups {
         lookup_objects.extend(read_yaml_stream(path)?);
     }
-    let scopes = golden::scopes_for(&loaded.definitions);
     let observed = golden::observed_by_child(observed).map_err(anyhow::Error::msg)?;
-    let requests = render::lookup_requests(def, &parent, &scopes)?;
-    let lookups = render::match_lookups(&requests, &lookup_objects);
-    let out = render::render(
-        def,
-        RenderInput {
-            parent: &parent,
-            observed: &observed,
-            lookups: &lookups,
-            scopes: &scopes,
-        },
-    )?;
+    let out = golden::render_offline(def, &loaded.definitions, &parent, &observed, &lookup_objects)?;
     match args.output {
         Format::Json => println!("{}", serde_json::to_string_pretty(&out.to_json())?),
         Format::Yaml => {
