@@ -415,7 +415,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
             });
             continue;
         }
-        match render_child(&info, child, &jinja_ctx, input.scopes) {
+        match render_child(&info, child, &def.child_kinds[i], &jinja_ctx, input.scopes) {
             Ok(objects) => {
                 let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
                 ready.insert(&child.name, child_readiness(def, i, &objects, observed));
@@ -446,6 +446,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
 fn render_child(
     info: &ParentInfo<'_>,
     child: &Child,
+    declared: &[Gvk],
     ctx: &JinjaValue,
     scopes: &Scopes,
 ) -> Result<Vec<Value>, Vec<RenderError>> {
@@ -472,7 +473,7 @@ fn render_child(
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     for (n, doc) in docs.into_iter().enumerate() {
-        match decorate(info, child, doc, scopes) {
+        match decorate(info, child, declared, doc, scopes) {
             Ok(o) => objects.push(o),
             Err(message) => errors.push(RenderError::Object {
                 at: info.place(&template, None),
@@ -498,7 +499,13 @@ fn label_value(s: &str) -> String {
 }
 
 /// Checks a rendered document and adds its namespace, labels and ownerReference.
-fn decorate(info: &ParentInfo<'_>, child: &Child, mut doc: Value, scopes: &Scopes) -> Result<Value, String> {
+fn decorate(
+    info: &ParentInfo<'_>,
+    child: &Child,
+    declared: &[Gvk],
+    mut doc: Value,
+    scopes: &Scopes,
+) -> Result<Value, String> {
     let obj = doc.as_object_mut().ok_or("a child must be a YAML mapping")?;
     let api_version = obj
         .get("apiVersion")
@@ -511,6 +518,11 @@ fn decorate(info: &ParentInfo<'_>, child: &Child, mut doc: Value, scopes: &Scope
         .ok_or("kind is missing")?
         .to_string();
     let gvk = Gvk::parse(api_version, &kind).map_err(|e| e.to_string())?;
+    if !declared.iter().any(|d| d.group == gvk.group && d.kind == gvk.kind) {
+        return Err(format!(
+            "{gvk} is not among the kinds the template declares at the start of a line; Stencil watches only those"
+        ));
+    }
     let metadata = obj.entry("metadata").or_insert_with(|| json!({}));
     let metadata = metadata.as_object_mut().ok_or("metadata must be a mapping")?;
     let name = metadata

@@ -4,6 +4,7 @@
 
 mod diagnostic;
 mod document;
+mod kinds;
 mod position;
 pub mod rules;
 mod schema;
@@ -78,6 +79,34 @@ pub struct CompiledDefinition {
     pub(crate) ready_rules: Vec<Option<Rule>>,
     pub(crate) field_rules: Vec<(String, Rule)>,
     pub(crate) condition_rules: Vec<Rule>,
+    /// The kinds each child's template produces, by child index.
+    pub child_kinds: Vec<Vec<Gvk>>,
+}
+
+impl CompiledDefinition {
+    /// Every kind the children produce, without repeats.
+    pub fn all_child_kinds(&self) -> Vec<Gvk> {
+        let mut all: Vec<Gvk> = Vec::new();
+        for gvk in self.child_kinds.iter().flatten() {
+            if !all.contains(gvk) {
+                all.push(gvk.clone());
+            }
+        }
+        all
+    }
+
+    /// Every lookup's kind, without repeats.
+    pub fn lookup_kinds(&self) -> Vec<Gvk> {
+        let mut all: Vec<Gvk> = Vec::new();
+        for l in &self.spec.lookups {
+            if let Ok(gvk) = Gvk::parse(&l.api_version, &l.kind)
+                && !all.contains(&gvk)
+            {
+                all.push(gvk);
+            }
+        }
+        all
+    }
 }
 
 /// Template names inside a definition's environment.
@@ -172,6 +201,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
                 }
             }
         };
+    let mut child_kinds = Vec::new();
     for (i, child) in spec.children.iter().enumerate() {
         template(
             names::child(&child.name),
@@ -179,6 +209,17 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             Field::ChildTemplate(i),
             &mut report,
         );
+        match kinds::declared_kinds(&child.template) {
+            Ok(k) => child_kinds.push(k),
+            Err((e, line)) => {
+                report(
+                    Field::ChildTemplate(i),
+                    CompileError::Template(e.to_string()),
+                    Some((line, 1)),
+                );
+                child_kinds.push(Vec::new());
+            }
+        }
     }
     for (i, lookup) in spec.lookups.iter().enumerate() {
         template(
@@ -247,6 +288,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             ready_rules,
             field_rules,
             condition_rules,
+            child_kinds,
         }),
         _ => Err(Diagnostics(errors)),
     }

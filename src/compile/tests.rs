@@ -102,7 +102,7 @@ fn a_dependency_cycle_is_named() {
     let text = format!(
         "{}{}",
         GOOD.replace("      template: |", "      dependsOn: [other]\n      template: |"),
-        "    - name: other\n      dependsOn: [config]\n      template: 'x: 1'\n"
+        "    - name: other\n      dependsOn: [config]\n      template: \"apiVersion: v1\\nkind: ConfigMap\\n\"\n"
     );
     let d = one_error(&text);
     assert_eq!(d.error, CompileError::Cycle("config -> other -> config".into()));
@@ -191,8 +191,15 @@ fn a_good_definition_beside_a_bad_one_still_compiles() {
 fn a_cluster_resource_reports_positions_inside_the_template() {
     let (defs, _) = compile_file("w.yaml", GOOD);
     let mut resource = OperatorDefinition::new("widgets.example.com", defs[0].spec.clone());
-    resource.spec.children[0].template = "kind: x\nname: {{ a }".into();
+    resource.spec.children[0].template = "apiVersion: v1\nkind: X\nname: {{ a }".into();
     let d = compile_resource(&resource).unwrap_err().0.remove(0);
     assert_eq!(d.file, "OperatorDefinition/widgets.example.com");
-    assert_eq!(d.line, 2, "{d}");
+    assert_eq!(d.line, 3, "{d}");
+}
+
+#[test]
+fn a_child_kind_must_be_literal() {
+    let d = one_error(&GOOD.replace("kind: ConfigMap", "kind: {{ parent.spec.kind }}"));
+    assert!(d.to_string().contains("kind must be literal"), "{d}");
+    assert_eq!(d.line, 13, "{d}");
 }

@@ -263,13 +263,19 @@ fn required_fails_the_render_with_the_authors_message_and_position() {
 #[test]
 fn the_fuel_limit_stops_a_runaway_template() {
     // range() refuses a billion items outright; nested loops under that cap run out of fuel.
-    let def = compile(&child("cm", "{% for i in range(1000000000) %}{{ i }}{% endfor %}"), "");
+    let def = compile(
+        &child(
+            "cm",
+            "{% for i in range(1000000000) %}{{ i }}{% endfor %}\napiVersion: v1\nkind: ConfigMap",
+        ),
+        "",
+    );
     let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
     assert!(
         err.contains("range has too many elements") && err.contains("children[cm].template"),
         "{err}"
     );
-    let nested = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+    let nested = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}\napiVersion: v1\nkind: ConfigMap";
     let def = compile(&child("cm", nested), "");
     let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
     assert!(
@@ -293,8 +299,14 @@ fn output_that_is_not_an_object_is_rejected() {
         ("kind: ConfigMap\nmetadata:\n  name: x", "apiVersion is missing"),
         ("apiVersion: v1\nkind: ConfigMap", "has no metadata.name"),
         ("a: [1", "not valid YAML"),
+        (
+            "apiVersion: v1\n{{ \"kind\" }}: Secret\nmetadata:\n  name: s",
+            "v1/Secret is not among the kinds",
+        ),
     ] {
-        let def = compile(&child("cm", template), "");
+        // The declaration the compiler needs, rendered away so only `template` is output.
+        let declared = format!("{{% if false %}}\napiVersion: v1\nkind: ConfigMap\n{{% endif %}}\n{template}");
+        let def = compile(&child("cm", &declared), "");
         let err = Inputs::new().run(&def, &parent()).unwrap_err();
         assert!(err.to_string().contains(expect), "{template}: {err}");
     }
@@ -351,7 +363,7 @@ fn status_fields_conditions_and_template_are_written() {
 
 #[test]
 fn the_failure_status_is_stalled_and_not_ready() {
-    let def = compile(&child("cm", "{{ nope.x }}"), "");
+    let def = compile(&child("cm", "apiVersion: v1\nkind: ConfigMap\n{{ nope.x }}"), "");
     let err = Inputs::new().run(&def, &parent()).unwrap_err();
     let status = failure_status(&parent(), &err);
     assert_eq!(condition(&status, "Ready")["status"], "False");

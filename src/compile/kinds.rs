@@ -1,0 +1,84 @@
+//! The kinds a child template produces, read from its literal top-level `apiVersion:` and
+//! `kind:` lines. Stencil must know them before rendering anything: it watches them and
+//! derives RBAC from them.
+
+use crate::gvk::Gvk;
+
+/// A template's top-level `apiVersion`/`kind` lines are missing or not literal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct KindError(String);
+
+fn literal(value: &str) -> Option<String> {
+    let v = value
+        .split(" #")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'');
+    (!v.is_empty() && !v.contains("{{") && !v.contains("{%")).then(|| v.to_string())
+}
+
+/// Every kind the template declares, in order of first appearance; with the line
+/// (1-based, in the template) of the first offending line on error.
+pub fn declared_kinds(template: &str) -> Result<Vec<Gvk>, (KindError, u64)> {
+    let mut kinds: Vec<Gvk> = Vec::new();
+    let mut api_version: Option<String> = None;
+    for (n, line) in template.lines().enumerate() {
+        let line_no = n as u64 + 1;
+        let not_literal = |field: &str| {
+            (
+                KindError(format!(
+                    "{field} must be literal text so Stencil can watch the kind and derive RBAC; template the rest of the object instead"
+                )),
+                line_no,
+            )
+        };
+        if let Some(rest) = line.strip_prefix("apiVersion:") {
+            api_version = Some(literal(rest).ok_or_else(|| not_literal("apiVersion"))?);
+        } else if let Some(rest) = line.strip_prefix("kind:") {
+            let kind = literal(rest).ok_or_else(|| not_literal("kind"))?;
+            let Some(av) = &api_version else {
+                return Err((
+                    KindError("`kind:` comes before any top-level `apiVersion:`".into()),
+                    line_no,
+                ));
+            };
+            let gvk = Gvk::parse(av, &kind).map_err(|e| (KindError(e.to_string()), line_no))?;
+            if !kinds.contains(&gvk) {
+                kinds.push(gvk);
+            }
+        }
+    }
+    if kinds.is_empty() {
+        return Err((
+            KindError(
+                "the template has no top-level `apiVersion:` and `kind:` lines; write them at the start of a line"
+                    .into(),
+            ),
+            1,
+        ));
+    }
+    Ok(kinds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_literal_kinds_and_skips_nested_ones() {
+        let t = "{%- set x = 1 %}\napiVersion: apps/v1\nkind: StatefulSet\nspec:\n  template:\n    kind: Nested\n---\napiVersion: v1\nkind: 'Service'\n";
+        let kinds = declared_kinds(t).unwrap();
+        let names: Vec<String> = kinds.iter().map(ToString::to_string).collect();
+        assert_eq!(names, vec!["apps/v1/StatefulSet", "v1/Service"]);
+    }
+
+    #[test]
+    fn a_templated_kind_is_an_error_with_its_line() {
+        let (err, line) = declared_kinds("apiVersion: v1\nkind: {{ parent.spec.kind }}\n").unwrap_err();
+        assert!(err.to_string().contains("kind must be literal"), "{err}");
+        assert_eq!(line, 2);
+        assert!(declared_kinds("metadata: {}\n").is_err());
+    }
+}
