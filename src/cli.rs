@@ -16,8 +16,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the controller against a cluster (not built yet).
-    Run,
+    /// Run the controller: serve every definition from the cluster and from --definitions.
+    Run(RunArgs),
     /// Render the children and status of one parent, offline.
     Render(RenderArgs),
     /// Check definition files; prints `file:line:col: message` per error.
@@ -75,4 +75,22 @@ pub enum Format {
     Yaml,
     /// `{"children": [...], "status": {...}, "waiting": [...]}`.
     Json,
+}
+
+/// Arguments of `stencil run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Files or directories of definitions, watched and reloaded on change (repeatable).
+    #[arg(long = "definitions")]
+    pub definitions: Vec<PathBuf>,
+    /// Serve only parents (and watch only namespaced objects) in these namespaces
+    /// (repeatable; default: every namespace).
+    #[arg(long = "namespace")]
+    pub namespaces: Vec<String>,
+    /// Parents reconciled at once per definition.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+    /// Ignore OperatorDefinition resources; serve only --definitions.
+    #[arg(long)]
+    pub no_cluster_definitions: bool,
 }

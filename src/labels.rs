@@ -31,3 +31,10 @@ pub const MANAGED_BY_VALUE: &str = "stencil";
 
 /// Longest value Kubernetes accepts for a label.
 pub const MAX_LABEL_VALUE: usize = 63;
+
+/// Annotation holding the hash of what Stencil last applied to a child; a live object with
+/// the same hash that still contains every applied field needs no write.
+pub const APPLIED_HASH: &str = "stencil.dev/applied-hash";
+
+/// Finalizer Stencil puts on parents so their children are cleaned up before they go.
+pub const FINALIZER: &str = "stencil.dev/finalizer";

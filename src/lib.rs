@@ -5,10 +5,14 @@
 pub mod compile;
 pub mod crd;
 pub mod definition;
+pub mod discovery;
 pub mod golden;
 pub mod gvk;
 pub mod labels;
 pub mod readiness;
+pub mod reconcile;
+pub mod registry;
 pub mod render;
 pub mod source;
+pub mod watch;
 pub mod yaml;

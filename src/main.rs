@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
-use cli::{Cli, Command, Format, RenderArgs};
+use cli::{Cli, Command, Format, RenderArgs, RunArgs};
 use stencil::golden::{self, Outcome};
 use stencil::source::files;
 use stencil::{crd, yaml};
@@ -22,6 +22,15 @@ const NOT_BUILT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Run(args) = cli.command {
+        return match run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                ExitCode::from(FAILED)
+            }
+        };
+    }
     match dispatch(cli.command) {
         Ok(code) => code,
         Err(err) => {
@@ -33,7 +42,7 @@ fn main() -> ExitCode {
 
 fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
-        Command::Run => not_built("run"),
+        Command::Run(_) => unreachable!("handled in main"),
         Command::Rbac => not_built("rbac"),
         Command::Validate { paths } => validate(&paths),
         Command::Render(args) => render_cmd(&args),
@@ -175,4 +184,40 @@ fn crd_cmd(definitions: &[PathBuf]) -> Result<ExitCode> {
     }
     print!("{}", yaml::to_stream(&crds)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `stencil run`: sources feed the registry, which runs one controller per definition.
+#[tokio::main]
+async fn run(args: RunArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let watches = std::sync::Arc::new(stencil::watch::Watches::new(client.clone(), args.namespaces.clone()));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let _file_watch = if args.definitions.is_empty() {
+        None
+    } else {
+        Some(files::watch(args.definitions.clone(), tx.clone()).context("watching --definitions")?)
+    };
+    if !args.no_cluster_definitions {
+        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone()));
+    }
+    let registry = stencil::registry::Registry::new(client, watches, args.concurrency);
+    tracing::info!(definitions = ?args.definitions, namespaces = ?args.namespaces, "stencil running");
+    tokio::select! {
+        _ = registry.run(rx) => {}
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }

@@ -485,7 +485,7 @@ fn render_child(
 }
 
 /// A label value for any string: as is when valid, else a DNS label with a hash suffix.
-fn label_value(s: &str) -> String {
+pub(crate) fn label_value(s: &str) -> String {
     let valid = s.len() <= labels::MAX_LABEL_VALUE
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))

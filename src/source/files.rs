@@ -74,3 +74,143 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
     }
     Ok(loaded)
 }
+
+/// What a rescan found: good definitions by origin, and the files with errors.
+#[derive(Debug, Default)]
+struct Scan {
+    good: std::collections::BTreeMap<super::Origin, CompiledDefinition>,
+    broken: std::collections::BTreeMap<String, Diagnostics>,
+}
+
+fn scan(paths: &[PathBuf]) -> Scan {
+    let mut result = Scan::default();
+    for path in paths {
+        let files = match yaml_files(path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read definitions");
+                continue;
+            }
+        };
+        for file in files {
+            let name = file.display().to_string();
+            let text = match std::fs::read_to_string(&file) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(file = %name, error = %e, "cannot read definition file");
+                    continue;
+                }
+            };
+            let (defs, diags) = compile::compile_file(&name, &text);
+            for def in defs {
+                let origin = super::Origin::File {
+                    path: name.clone(),
+                    name: def.name.clone(),
+                };
+                result.good.insert(origin, def);
+            }
+            if !diags.0.is_empty() {
+                result.broken.insert(name, diags);
+            }
+        }
+    }
+    result
+}
+
+/// The rescan state: what was last reported, so only changes are sent.
+#[derive(Default)]
+struct Known {
+    defs: std::collections::BTreeMap<super::Origin, String>,
+}
+
+impl Known {
+    /// Sends the differences between the last scan and this one.
+    fn update(&mut self, scan: Scan, tx: &tokio::sync::mpsc::UnboundedSender<super::SourceEvent>) {
+        use super::SourceEvent;
+        for (file, diags) in &scan.broken {
+            let mut named = false;
+            for d in &diags.0 {
+                if let Some(name) = &d.definition {
+                    named = true;
+                    let origin = super::Origin::File {
+                        path: file.clone(),
+                        name: name.clone(),
+                    };
+                    let _ = tx.send(SourceEvent::Invalid(origin, Diagnostics(vec![d.clone()])));
+                }
+            }
+            if !named {
+                let _ = tx.send(SourceEvent::FileInvalid(file.clone(), diags.clone()));
+            }
+        }
+        let gone: Vec<super::Origin> = self
+            .defs
+            .keys()
+            .filter(|o| !scan.good.contains_key(*o))
+            // A file that no longer parses keeps its last good definitions running.
+            .filter(|o| match o {
+                super::Origin::File { path, .. } => {
+                    !scan.broken.contains_key(path) || !std::path::Path::new(path).exists()
+                }
+                super::Origin::Cluster { .. } => true,
+            })
+            .cloned()
+            .collect();
+        for origin in gone {
+            self.defs.remove(&origin);
+            let _ = tx.send(SourceEvent::Remove(origin));
+        }
+        for (origin, def) in scan.good {
+            let fingerprint = format!("{:?}", def.spec);
+            if self.defs.get(&origin) != Some(&fingerprint) {
+                self.defs.insert(origin.clone(), fingerprint);
+                let _ = tx.send(SourceEvent::Upsert(origin, Box::new(def)));
+            }
+        }
+    }
+}
+
+/// How long file events settle before a rescan.
+pub const DEBOUNCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A running file watch; dropping it stops the watch.
+pub type FileWatch =
+    notify_debouncer_full::Debouncer<notify::RecommendedWatcher, notify_debouncer_full::RecommendedCache>;
+
+/// Loads the definitions under `paths`, sends them, and keeps sending changes as files
+/// are created, edited or deleted (including a ConfigMap volume's `..data` swap).
+pub fn watch(
+    paths: Vec<PathBuf>,
+    tx: tokio::sync::mpsc::UnboundedSender<super::SourceEvent>,
+) -> Result<FileWatch, notify::Error> {
+    use notify::RecursiveMode;
+    let mut known = Known::default();
+    known.update(scan(&paths), &tx);
+    let rescan_paths = paths.clone();
+    let mut debouncer = notify_debouncer_full::new_debouncer(
+        DEBOUNCE,
+        None,
+        move |result: notify_debouncer_full::DebounceEventResult| {
+            if let Err(errors) = result {
+                for e in errors {
+                    tracing::warn!(error = %e, "file watch error");
+                }
+            }
+            known.update(scan(&rescan_paths), &tx);
+        },
+    )?;
+    for path in &paths {
+        let (target, mode) = if path.is_dir() {
+            (path.clone(), RecursiveMode::Recursive)
+        } else {
+            (
+                path.parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from(".")),
+                RecursiveMode::NonRecursive,
+            )
+        };
+        debouncer.watch(&target, mode)?;
+    }
+    Ok(debouncer)
+}

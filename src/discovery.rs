@@ -1,0 +1,40 @@
+//! Resolves a group/version/kind to the API resource the server serves, with its scope.
+
+use kube::Client;
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{Scope, pinned_kind};
+
+use crate::gvk::Gvk;
+
+/// A kind the API server does not serve (yet).
+#[derive(Debug, thiserror::Error)]
+#[error("the API server does not serve {gvk}: {source}")]
+pub struct DiscoveryError {
+    /// The kind asked for.
+    pub gvk: Gvk,
+    /// What the server said.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// A served kind: how to reach it and whether it is namespaced.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// The resource (plural, group, version).
+    pub resource: ApiResource,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+/// Asks the API server for one kind.
+pub async fn resolve(client: &Client, gvk: &Gvk) -> Result<Resolved, DiscoveryError> {
+    let wanted = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
+    let (resource, caps) = pinned_kind(client, &wanted).await.map_err(|source| DiscoveryError {
+        gvk: gvk.clone(),
+        source,
+    })?;
+    Ok(Resolved {
+        resource,
+        namespaced: caps.scope == Scope::Namespaced,
+    })
+}

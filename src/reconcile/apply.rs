@@ -1,0 +1,143 @@
+//! Applying one desired child: server-side apply as `stencil`, skipped when the live
+//! object already matches, with the child's update policy.
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+
+use super::{Context, ReconcileError, describe, diff, to_json};
+use crate::definition::UpdatePolicy;
+use crate::labels;
+use crate::render::DesiredChild;
+
+fn api_for(ctx: &Context, obj: &Value) -> Result<(Api<DynamicObject>, ObjectRef<DynamicObject>), ReconcileError> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let watch = ctx.child_watch(api_version, kind).ok_or_else(|| {
+        ReconcileError::UnknownKind(crate::gvk::Gvk::parse(api_version, kind).unwrap_or(crate::gvk::Gvk {
+            group: String::new(),
+            version: String::new(),
+            kind: kind.to_string(),
+        }))
+    })?;
+    let ar = &watch.resolved.resource;
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mut oref = ObjectRef::new_with(name, ar.clone());
+    let api = match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => {
+            oref = oref.within(ns);
+            Api::namespaced_with(ctx.client.clone(), ns, ar)
+        }
+        None => Api::all_with(ctx.client.clone(), ar),
+    };
+    Ok((api, oref))
+}
+
+/// Brings one child in line. Returns true when the parent should be reconciled again
+/// soon (a Recreate deleted the old object).
+pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &DesiredChild) -> Result<bool, ReconcileError> {
+    let (desired, hash) = diff::with_hash(child.object.clone());
+    let (api, oref) = api_for(ctx, &desired)?;
+    let watch = ctx.child_watch(
+        desired["apiVersion"].as_str().unwrap_or_default(),
+        desired["kind"].as_str().unwrap_or_default(),
+    );
+    let live = watch.and_then(|w| w.store.get(&oref)).map(|o| to_json(&o));
+    let what = describe(&desired);
+    let name = oref.name.clone();
+    let kube_err = |action: &'static str| {
+        let object = what.clone();
+        move |source| ReconcileError::Kube { action, object, source }
+    };
+
+    if let Some(live) = &live {
+        let same_hash = diff::live_hash(live) == Some(hash.as_str());
+        if child.update_policy == UpdatePolicy::OnCreate || (same_hash && diff::live_contains(live, &desired)) {
+            return Ok(false);
+        }
+        if child.update_policy == UpdatePolicy::Recreate && !same_hash {
+            delete(ctx, parent, &api, &name, live, "Recreate")
+                .await
+                .map_err(kube_err("delete"))?;
+            return Ok(true);
+        }
+    }
+
+    let params = PatchParams::apply(labels::FIELD_MANAGER);
+    let result = match api.patch(&name, &params, &Patch::Apply(&desired)).await {
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            ctx.event(
+                parent,
+                EventType::Warning,
+                "Conflict",
+                format!("{what}: {}; forcing Stencil's values", status.message),
+            )
+            .await;
+            api.patch(&name, &params.clone().force(), &Patch::Apply(&desired)).await
+        }
+        other => other,
+    };
+    match result {
+        Ok(_) => {
+            let (reason, verb) = if live.is_some() {
+                ("Updated", "updated")
+            } else {
+                ("Created", "created")
+            };
+            ctx.event(parent, EventType::Normal, reason, format!("{what} {verb}"))
+                .await;
+            Ok(false)
+        }
+        // A change to an immutable field (a Job's template, a StatefulSet's selector)
+        // can only be made by recreating the object.
+        Err(kube::Error::Api(status))
+            if status.code == 422 && status.message.contains("immutable") && live.is_some() =>
+        {
+            let live = live.as_ref().expect("checked above");
+            delete(ctx, parent, &api, &name, live, "Recreate")
+                .await
+                .map_err(kube_err("delete"))?;
+            Ok(true)
+        }
+        Err(e) => {
+            ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
+                .await;
+            Err(kube_err("apply")(e))
+        }
+    }
+}
+
+/// Deletes a child with a UID precondition, so an object recreated meanwhile is kept.
+pub(super) async fn delete(
+    ctx: &Context,
+    parent: &DynamicObject,
+    api: &Api<DynamicObject>,
+    name: &str,
+    live: &Value,
+    reason: &str,
+) -> Result<(), kube::Error> {
+    let uid = live
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {
+            ctx.event(parent, EventType::Normal, reason, format!("{} deleted", describe(live)))
+                .await;
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,153 @@
+//! The parent finalizer `stencil.dev/finalizer`: added on the first reconcile; on
+//! deletion, `Delete` removes every tracked child and waits for it to go, `Orphan` strips
+//! Stencil's ownerReferences and labels; then the finalizer is removed.
+
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::{Context, ReconcileError, apply, describe, to_json};
+use crate::definition::DeletionPolicy;
+use crate::labels;
+
+fn has_finalizer(obj: &DynamicObject) -> bool {
+    obj.finalizers().iter().any(|f| f == labels::FINALIZER)
+}
+
+/// Sets the parent's finalizers, guarded by its resourceVersion.
+async fn set_finalizers(ctx: &Context, parent: &DynamicObject, finalizers: Vec<String>) -> Result<(), ReconcileError> {
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": parent.resource_version()}});
+    ctx.parent_api(parent)
+        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "update finalizers of",
+            object: describe(&to_json(parent)),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Adds the finalizer when it is missing.
+pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), ReconcileError> {
+    if has_finalizer(parent) {
+        return Ok(());
+    }
+    let mut finalizers = parent.finalizers().to_vec();
+    finalizers.push(labels::FINALIZER.to_string());
+    set_finalizers(ctx, parent, finalizers).await
+}
+
+/// Removes Stencil's finalizer from a parent, leaving any other.
+pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result<(), kube::Error> {
+    if !has_finalizer(parent) {
+        return Ok(());
+    }
+    let rest: Vec<String> = parent
+        .finalizers()
+        .iter()
+        .filter(|f| *f != labels::FINALIZER)
+        .cloned()
+        .collect();
+    let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": parent.resource_version()}});
+    api.patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+}
+
+/// Cleans up after a deleted parent, then releases it.
+pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action, ReconcileError> {
+    if !has_finalizer(parent) {
+        return Ok(Action::await_change());
+    }
+    let uid = parent.uid().unwrap_or_default();
+    let children = ctx.observed(&uid);
+    match ctx.def.spec.finalize.deletion_policy {
+        DeletionPolicy::Delete => {
+            let mut blocking = Vec::new();
+            for child in &children {
+                let live = to_json(child);
+                if child.metadata.deletion_timestamp.is_some() {
+                    let finalizers = child.finalizers().join(", ");
+                    blocking.push(format!("{} (finalizers: {finalizers})", describe(&live)));
+                    continue;
+                }
+                let Some(watch) = child_watch_of(ctx, child) else {
+                    continue;
+                };
+                let api = api_of(ctx, child, watch);
+                apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted")
+                    .await
+                    .map_err(|source| ReconcileError::Kube {
+                        action: "delete",
+                        object: describe(&live),
+                        source,
+                    })?;
+                blocking.push(describe(&live));
+            }
+            if !blocking.is_empty() {
+                let message = format!("deleting; waiting for {}", blocking.join(", "));
+                let status = json!({"conditions": [{"type": "Ready", "status": "False", "reason": "Deleting", "message": message}]});
+                super::status::write(ctx, parent, &status).await?;
+                return Err(ReconcileError::Waiting(message));
+            }
+        }
+        DeletionPolicy::Orphan => {
+            for child in &children {
+                let Some(watch) = child_watch_of(ctx, child) else {
+                    continue;
+                };
+                let api = api_of(ctx, child, watch);
+                let owners: Vec<_> = child
+                    .owner_references()
+                    .iter()
+                    .filter(|o| o.uid != uid)
+                    .cloned()
+                    .collect();
+                let mut strip = serde_json::Map::new();
+                for key in [
+                    labels::DEFINITION,
+                    labels::PARENT_UID,
+                    labels::PARENT_NAME,
+                    labels::PARENT_NAMESPACE,
+                    labels::CHILD,
+                    labels::MANAGED_BY,
+                ] {
+                    strip.insert(key.to_string(), Value::Null);
+                }
+                let patch = json!({"metadata": {"ownerReferences": owners, "labels": strip}});
+                api.patch(&child.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|source| ReconcileError::Kube {
+                        action: "orphan",
+                        object: describe(&to_json(child)),
+                        source,
+                    })?;
+            }
+        }
+    }
+    release(&ctx.parent_api(parent), parent)
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "release",
+            object: describe(&to_json(parent)),
+            source,
+        })?;
+    Ok(Action::await_change())
+}
+
+fn child_watch_of<'a>(
+    ctx: &'a Context,
+    child: &DynamicObject,
+) -> Option<&'a std::sync::Arc<crate::watch::SharedWatch>> {
+    let t = child.types.as_ref()?;
+    ctx.child_watch(&t.api_version, &t.kind)
+}
+
+fn api_of(ctx: &Context, child: &DynamicObject, watch: &crate::watch::SharedWatch) -> Api<DynamicObject> {
+    match child.namespace() {
+        Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &watch.resolved.resource),
+        None => Api::all_with(ctx.client.clone(), &watch.resolved.resource),
+    }
+}

@@ -1,0 +1,383 @@
+//! The controller of one definition: a thin shell around the pure renderer. For each
+//! parent, in order: finalize or ensure the finalizer, render, apply, prune, write status.
+
+mod apply;
+pub mod diff;
+mod finalize;
+mod prune;
+pub use finalize::release;
+mod status;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::compile::CompiledDefinition;
+use crate::gvk::{Gvk, Scopes};
+use crate::labels;
+use crate::render::{self, RenderInput};
+use crate::watch::SharedWatch;
+
+/// Default seconds between resyncs when a definition sets none.
+pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
+
+/// Why a reconcile failed; it is retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The API server refused or failed a request.
+    #[error("{action} {object}: {source}")]
+    Kube {
+        /// What Stencil was doing.
+        action: &'static str,
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The server's answer.
+        #[source]
+        source: kube::Error,
+    },
+    /// A rendered child has a kind this controller does not watch.
+    #[error("child kind {0} is not watched")]
+    UnknownKind(Gvk),
+    /// Children are still being deleted; not an error, a wait.
+    #[error("waiting for {0}")]
+    Waiting(String),
+}
+
+/// Everything one definition's controller needs.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The compiled definition.
+    pub def: Arc<CompiledDefinition>,
+    /// The parent kind's watch.
+    pub parents: Arc<SharedWatch>,
+    /// Managed watches of every kind the children have (now or before a definition change).
+    pub children: Vec<Arc<SharedWatch>>,
+    /// Watches of the lookup kinds.
+    pub lookups: Vec<Arc<SharedWatch>>,
+    /// Which kinds are namespaced, from discovery.
+    pub scopes: Scopes,
+    /// Event recorder.
+    pub recorder: Recorder,
+    failures: Mutex<HashMap<String, u32>>,
+    /// Parents that read each lookup object: `kind/namespace/name` → parent refs.
+    lookup_readers: Mutex<HashMap<String, Vec<ObjectRef<DynamicObject>>>>,
+}
+
+impl Context {
+    /// A context for a definition whose watches are resolved.
+    pub fn new(
+        client: Client,
+        def: Arc<CompiledDefinition>,
+        parents: Arc<SharedWatch>,
+        children: Vec<Arc<SharedWatch>>,
+        lookups: Vec<Arc<SharedWatch>>,
+    ) -> Self {
+        let mut scopes = Scopes::default();
+        for w in children.iter().chain(&lookups).chain(std::iter::once(&parents)) {
+            scopes.insert(&w.gvk.group, &w.gvk.kind, w.resolved.namespaced);
+        }
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: labels::FIELD_MANAGER.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Context {
+            client,
+            def,
+            parents,
+            children,
+            lookups,
+            scopes,
+            recorder,
+            failures: Mutex::new(HashMap::new()),
+            lookup_readers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn resync(&self) -> Duration {
+        Duration::from_secs(u64::from(
+            self.def.spec.resync_seconds.unwrap_or(DEFAULT_RESYNC_SECONDS),
+        ))
+    }
+
+    fn child_watch(&self, api_version: &str, kind: &str) -> Option<&Arc<SharedWatch>> {
+        let gvk = Gvk::parse(api_version, kind).ok()?;
+        self.children
+            .iter()
+            .find(|w| w.gvk.group == gvk.group && w.gvk.kind == gvk.kind)
+    }
+
+    fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
+        let ar = &self.parents.resolved.resource;
+        match parent.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Publishes an event on the parent; a failure to publish is only logged.
+    async fn event(&self, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
+        let reference = parent.object_ref(&self.parents.resolved.resource);
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not publish event");
+        }
+    }
+
+    /// Every live child of a parent, found by the parent-uid label.
+    fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+        self.children
+            .iter()
+            .flat_map(|w| {
+                w.store
+                    .state_filter(|o| o.labels().get(labels::PARENT_UID).map(String::as_str) == Some(uid))
+            })
+            .collect()
+    }
+}
+
+/// `Kind namespace/name` of an object, for messages.
+fn describe(obj: &Value) -> String {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("object");
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+    match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+fn to_json(obj: &DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or_default()
+}
+
+/// Reconciles one parent.
+pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let result = reconcile_inner(&parent, &ctx).await;
+    let key = parent_key(&parent);
+    if result.is_ok() {
+        ctx.failures.lock().expect("failures lock").remove(&key);
+    }
+    result
+}
+
+async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
+    if parent.metadata.deletion_timestamp.is_some() {
+        return finalize::run(ctx, parent).await;
+    }
+    finalize::ensure(ctx, parent).await?;
+    let parent_json = to_json(parent);
+    let uid = parent.metadata.uid.clone().unwrap_or_default();
+    let observed_objects = ctx.observed(&uid);
+    let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for o in &observed_objects {
+        if let Some(child) = o.labels().get(labels::CHILD) {
+            observed.entry(child.clone()).or_default().push(to_json(o));
+        }
+    }
+    let lookups = match fetch_lookups(ctx, parent, &parent_json) {
+        Ok(l) => l,
+        Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
+    };
+    let input = RenderInput {
+        parent: &parent_json,
+        observed: &observed,
+        lookups: &lookups,
+        scopes: &ctx.scopes,
+    };
+    let out = match render::render(&ctx.def, input) {
+        Ok(out) => out,
+        Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
+    };
+    let mut requeue_soon = false;
+    for child in &out.children {
+        requeue_soon |= apply::child(ctx, parent, child).await?;
+    }
+    prune::run(ctx, parent, &out, &observed_objects).await?;
+    status::write(ctx, parent, &out.status).await?;
+    Ok(if requeue_soon {
+        Action::requeue(Duration::from_secs(1))
+    } else {
+        Action::requeue(ctx.resync())
+    })
+}
+
+/// A render that failed: the parent's status says why, an Error event is published, and
+/// nothing else in the cluster changes.
+async fn render_failed(
+    ctx: &Context,
+    parent: &DynamicObject,
+    parent_json: &Value,
+    failure: render::RenderFailure,
+) -> Result<Action, ReconcileError> {
+    tracing::warn!(definition = %ctx.def.name, parent = %describe(parent_json), error = %failure, "render failed");
+    ctx.event(parent, EventType::Warning, "Error", failure.to_string())
+        .await;
+    status::write(ctx, parent, &render::failure_status(parent_json, &failure)).await?;
+    Ok(Action::requeue(ctx.resync()))
+}
+
+/// The lookups of a parent from the lookup watches; records which parent reads what.
+fn fetch_lookups(
+    ctx: &Context,
+    parent: &DynamicObject,
+    parent_json: &Value,
+) -> Result<BTreeMap<String, Value>, render::RenderFailure> {
+    let requests = render::lookup_requests(&ctx.def, parent_json, &ctx.scopes)?;
+    let mut found = Vec::new();
+    let me = ObjectRef::from_obj_with(parent, ctx.parents.resolved.resource.clone());
+    let mut readers = ctx.lookup_readers.lock().expect("lookup readers lock");
+    for r in &requests {
+        let key = lookup_key(&r.kind, r.namespace.as_deref(), &r.name);
+        let entry = readers.entry(key).or_default();
+        if !entry.contains(&me) {
+            entry.push(me.clone());
+        }
+        let Some(w) = ctx.lookups.iter().find(|w| w.gvk.kind == r.kind) else {
+            continue;
+        };
+        let mut oref = ObjectRef::new_with(&r.name, w.resolved.resource.clone());
+        if let Some(ns) = &r.namespace {
+            oref = oref.within(ns);
+        }
+        if let Some(obj) = w.store.get(&oref) {
+            found.push(to_json(&obj));
+        }
+    }
+    Ok(render::match_lookups(&requests, &found))
+}
+
+fn lookup_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("{kind}/{}/{name}", namespace.unwrap_or_default())
+}
+
+fn parent_key(parent: &DynamicObject) -> String {
+    format!(
+        "{}/{}",
+        parent.metadata.namespace.as_deref().unwrap_or_default(),
+        parent.name_any()
+    )
+}
+
+use kube::ResourceExt as _;
+
+/// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
+pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let key = parent_key(&parent);
+    let mut failures = ctx.failures.lock().expect("failures lock");
+    let n = failures.entry(key.clone()).or_insert(0);
+    *n = (*n + 1).min(10);
+    let delay = Duration::from_millis(500u64 << (*n - 1)).min(Duration::from_secs(300));
+    match error {
+        ReconcileError::Waiting(what) => {
+            tracing::info!(definition = %ctx.def.name, parent = %key, "waiting for {what}")
+        }
+        _ => {
+            tracing::warn!(definition = %ctx.def.name, parent = %key, error = %error, retry_in = ?delay, "reconcile failed")
+        }
+    }
+    Action::requeue(delay)
+}
+
+/// Turns a watch's events into parent references for this definition.
+fn triggers(
+    ctx: &Arc<Context>,
+    events: UnboundedReceiver<Arc<DynamicObject>>,
+    role: Role,
+) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    let ctx = ctx.clone();
+    tokio_stream_from(events).flat_map(move |obj| {
+        let refs = match role {
+            Role::Child => child_parent(&ctx, &obj).into_iter().collect::<Vec<_>>(),
+            Role::Lookup => {
+                let key = lookup_key(&ctx_kind(&obj), obj.metadata.namespace.as_deref(), &obj.name_any());
+                ctx.lookup_readers
+                    .lock()
+                    .expect("lookup readers lock")
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or_default()
+            }
+        };
+        futures::stream::iter(refs)
+    })
+}
+
+fn ctx_kind(obj: &DynamicObject) -> String {
+    obj.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default()
+}
+
+#[derive(Clone, Copy)]
+enum Role {
+    Child,
+    Lookup,
+}
+
+/// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
+fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ObjectRef<DynamicObject>> {
+    let l = child.labels();
+    if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::render::label_value(&ctx.def.name).as_str()) {
+        return None;
+    }
+    let name = l.get(labels::PARENT_NAME)?;
+    let mut r = ObjectRef::new_with(name, ctx.parents.resolved.resource.clone());
+    if let Some(ns) = l.get(labels::PARENT_NAMESPACE) {
+        r = r.within(ns);
+    }
+    Some(r)
+}
+
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Runs the controller until `stop` resolves.
+pub async fn run(
+    ctx: Arc<Context>,
+    concurrency: u16,
+    stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let parent_events = tokio_stream_from(ctx.parents.subscribe()).map(|o| Ok((*o).clone()));
+    let mut controller = Controller::for_stream_with(
+        parent_events,
+        ctx.parents.store.clone(),
+        ctx.parents.resolved.resource.clone(),
+    )
+    .with_config(Config::default().concurrency(concurrency))
+    .graceful_shutdown_on(stop);
+    for w in &ctx.children {
+        controller = controller.reconcile_on(triggers(&ctx, w.subscribe(), Role::Child));
+    }
+    for w in &ctx.lookups {
+        controller = controller.reconcile_on(triggers(&ctx, w.subscribe(), Role::Lookup));
+    }
+    let name = ctx.def.name.clone();
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| {
+            if let Err(e) = result {
+                tracing::debug!(definition = %name, error = %e, "controller");
+            }
+            futures::future::ready(())
+        })
+        .await;
+}

@@ -1,0 +1,84 @@
+//! Writing a parent's status through its status subresource, only when it changed, keeping
+//! each condition's lastTransitionTime while its status stays the same.
+
+use kube::api::{DynamicObject, Patch, PatchParams};
+use serde_json::{Map, Value};
+
+use super::{Context, ReconcileError, describe, to_json};
+
+/// RFC 3339 time, as conditions carry it.
+fn now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// The status to write: `rendered` with transition times carried over from `current`.
+fn with_times(rendered: &Value, current: Option<&Value>) -> Value {
+    let mut next = rendered.clone();
+    let old: Vec<Value> = current
+        .and_then(|c| c.get("conditions"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(conditions) = next.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conditions {
+            let same = old
+                .iter()
+                .find(|o| o.get("type") == c.get("type") && o.get("status") == c.get("status"));
+            let time = same
+                .and_then(|o| o.get("lastTransitionTime"))
+                .cloned()
+                .unwrap_or_else(|| now().into());
+            c["lastTransitionTime"] = time;
+        }
+    }
+    next
+}
+
+/// Patches the parent's status when it differs from what is there.
+pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Value) -> Result<(), ReconcileError> {
+    let current = parent.data.get("status");
+    let next = with_times(rendered, current);
+    if current == Some(&next) {
+        return Ok(());
+    }
+    // A merge patch keeps keys it does not mention, so keys Stencil no longer writes are nulled.
+    let mut patch = next.as_object().cloned().unwrap_or_default();
+    if let Some(Value::Object(old)) = current {
+        for k in old.keys() {
+            patch.entry(k.clone()).or_insert(Value::Null);
+        }
+    }
+    let body = Value::Object(Map::from_iter([("status".to_string(), Value::Object(patch))]));
+    ctx.parent_api(parent)
+        .patch_status(
+            &parent.metadata.name.clone().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "write status of",
+            object: describe(&to_json(parent)),
+            source,
+        })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_unchanged_condition_keeps_its_transition_time() {
+        let rendered = json!({"conditions": [{"type": "Ready", "status": "True"}, {"type": "A", "status": "False"}]});
+        let current = json!({"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "A", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+        let next = with_times(&rendered, Some(&current));
+        assert_eq!(next["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+        assert_ne!(next["conditions"][1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
+    }
+}

@@ -1,0 +1,71 @@
+//! Definitions from OperatorDefinition resources. A resource is recompiled when its
+//! generation changes, so Stencil's own status writes do not restart its controller.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, ResourceExt};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Origin, SourceEvent};
+use crate::compile::compile_resource;
+use crate::definition::OperatorDefinition;
+use crate::gvk::Gvk;
+
+/// Watches OperatorDefinitions and sends their changes; waits for the CRD if it is absent.
+pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>) {
+    let gvk = Gvk::parse("stencil.dev/v1alpha1", "OperatorDefinition").expect("a valid apiVersion");
+    let mut warned = false;
+    while crate::discovery::resolve(&client, &gvk).await.is_err() {
+        if !warned {
+            tracing::warn!("the OperatorDefinition CRD is not installed; serving file definitions only until it is");
+            warned = true;
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    let api: Api<OperatorDefinition> = Api::all(client);
+    let mut generations: HashMap<String, Option<i64>> = HashMap::new();
+    let mut listed: Vec<String> = Vec::new();
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => listed.clear(),
+            Ok(Event::InitApply(od)) => {
+                listed.push(od.name_any());
+                upsert(&od, &mut generations, &tx);
+            }
+            Ok(Event::InitDone) => {
+                // Definitions deleted while the watch was down.
+                let gone: Vec<String> = generations.keys().filter(|n| !listed.contains(n)).cloned().collect();
+                for name in gone {
+                    generations.remove(&name);
+                    let _ = tx.send(SourceEvent::Remove(Origin::Cluster { name }));
+                }
+            }
+            Ok(Event::Apply(od)) => upsert(&od, &mut generations, &tx),
+            Ok(Event::Delete(od)) => {
+                generations.remove(&od.name_any());
+                let _ = tx.send(SourceEvent::Remove(Origin::Cluster { name: od.name_any() }));
+            }
+            Err(e) => tracing::warn!(error = %e, "OperatorDefinition watch failed; retrying"),
+        }
+    }
+}
+
+fn upsert(od: &OperatorDefinition, generations: &mut HashMap<String, Option<i64>>, tx: &UnboundedSender<SourceEvent>) {
+    let name = od.name_any();
+    if generations.get(&name) == Some(&od.metadata.generation) {
+        return;
+    }
+    generations.insert(name.clone(), od.metadata.generation);
+    let origin = Origin::Cluster { name };
+    let event = match compile_resource(od) {
+        Ok(def) => SourceEvent::Upsert(origin, Box::new(def)),
+        Err(diags) => SourceEvent::Invalid(origin, diags),
+    };
+    let _ = tx.send(event);
+}

@@ -1,0 +1,142 @@
+//! Shared watches: one reflector per kind (and label selector), shared by every definition
+//! that uses the kind. kube's shared reflectors do not take DynamicObject, so each watch
+//! keeps its own store and fans its events out to subscribers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::discovery::{self, DiscoveryError, Resolved};
+use crate::gvk::Gvk;
+use crate::labels;
+
+/// Which objects of a kind a watch sees.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Selection {
+    /// Every object: parents and lookups.
+    All,
+    /// Only objects Stencil manages (`app.kubernetes.io/managed-by=stencil`): children.
+    Managed,
+}
+
+/// One running watch of a kind.
+pub struct SharedWatch {
+    /// The kind.
+    pub gvk: Gvk,
+    /// How to reach it and its scope.
+    pub resolved: Resolved,
+    /// Every object seen, kept current.
+    pub store: Store<DynamicObject>,
+    subscribers: Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>,
+}
+
+impl SharedWatch {
+    /// A receiver of every object that changes or disappears from now on, primed with the
+    /// objects already in the store.
+    pub fn subscribe(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+        let (tx, rx) = unbounded_channel();
+        for obj in self.store.state() {
+            let _ = tx.send(obj);
+        }
+        self.subscribers.lock().expect("subscribers lock").push(tx);
+        rx
+    }
+
+    fn publish(&self, obj: &DynamicObject) {
+        let obj = Arc::new(obj.clone());
+        self.subscribers
+            .lock()
+            .expect("subscribers lock")
+            .retain(|tx| tx.send(obj.clone()).is_ok());
+    }
+}
+
+/// All watches of the process, keyed by kind and selection.
+pub struct Watches {
+    client: Client,
+    namespaces: Vec<String>,
+    running: Mutex<HashMap<(Gvk, Selection), Arc<SharedWatch>>>,
+}
+
+impl Watches {
+    /// An empty set; `namespaces` restricts namespaced kinds (empty: every namespace).
+    pub fn new(client: Client, namespaces: Vec<String>) -> Self {
+        Watches {
+            client,
+            namespaces,
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The watch of a kind, started on first use; its store is filled before it returns.
+    pub async fn get(&self, gvk: &Gvk, selection: Selection) -> Result<Arc<SharedWatch>, DiscoveryError> {
+        let key = (gvk.clone(), selection.clone());
+        if let Some(w) = self.running.lock().expect("watches lock").get(&key) {
+            return Ok(w.clone());
+        }
+        let resolved = discovery::resolve(&self.client, gvk).await?;
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
+        let store = writer.as_reader();
+        let shared = {
+            let mut running = self.running.lock().expect("watches lock");
+            if let Some(w) = running.get(&key) {
+                return Ok(w.clone());
+            }
+            let shared = Arc::new(SharedWatch {
+                gvk: gvk.clone(),
+                resolved: resolved.clone(),
+                store: store.clone(),
+                subscribers: Mutex::new(Vec::new()),
+            });
+            running.insert(key, shared.clone());
+            shared
+        };
+        let config = match selection {
+            Selection::All => watcher::Config::default(),
+            Selection::Managed => {
+                watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE))
+            }
+        };
+        // One namespace is watched there alone (least privilege); several share one
+        // cluster-wide watch whose events are filtered.
+        let api = match (resolved.namespaced, self.namespaces.as_slice()) {
+            (true, [only]) => Api::namespaced_with(self.client.clone(), only, &resolved.resource),
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        };
+        let keep: Vec<String> = if resolved.namespaced {
+            self.namespaces.clone()
+        } else {
+            Vec::new()
+        };
+        let in_scope = move |o: &DynamicObject| {
+            keep.is_empty() || o.metadata.namespace.as_ref().is_some_and(|ns| keep.contains(ns))
+        };
+        let mut events = watcher(api, config).default_backoff().boxed();
+        let fan_out = shared.clone();
+        tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !in_scope(&o) => {}
+                    Ok(event) => {
+                        writer.apply_watcher_event(&event);
+                        match &event {
+                            Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => fan_out.publish(o),
+                            Event::Init | Event::InitDone => {}
+                        }
+                    }
+                    Err(e) => tracing::warn!(kind = %fan_out.gvk, error = %e, "watch failed; retrying"),
+                }
+            }
+        });
+        // A store is ready once its first list has arrived.
+        let _ = store.wait_until_ready().await;
+        Ok(shared)
+    }
+}
