@@ -130,3 +130,96 @@ where
     })
     .await
 }
+
+/// A Stencil controller running inside the test, with every write request it makes
+/// recorded as `METHOD path`.
+pub struct Stencil {
+    task: tokio::task::JoinHandle<()>,
+    cluster: Option<tokio::task::JoinHandle<()>>,
+    _files: Option<stencil::source::files::FileWatch>,
+    /// Write requests (anything but GET) made by this instance.
+    pub writes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Drop for Stencil {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(c) = &self.cluster {
+            c.abort();
+        }
+    }
+}
+
+impl Stencil {
+    /// The writes recorded so far, then forgets them.
+    pub fn take_writes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.writes.lock().unwrap())
+    }
+}
+
+/// Starts Stencil on definition files and, with `cluster`, on OperatorDefinition resources.
+pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) -> Stencil {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "stencil=info".into()))
+        .try_init();
+    let writes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig");
+    let record = writes.clone();
+    let counting = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        if req.method() != http::Method::GET {
+            record
+                .lock()
+                .unwrap()
+                .push(format!("{} {}", req.method(), req.uri().path()));
+        }
+        req
+    });
+    let client = kube::client::ClientBuilder::try_from(config)
+        .expect("client builder")
+        .with_layer(&counting)
+        .build();
+    let watches = std::sync::Arc::new(stencil::watch::Watches::new(client.clone(), Vec::new()));
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let files = (!definitions.is_empty())
+        .then(|| stencil::source::files::watch(definitions.to_vec(), tx.clone()).expect("watch definitions"));
+    let cluster = cluster.then(|| tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone())));
+    let registry = stencil::registry::Registry::new(client, watches, 4);
+    let task = tokio::spawn(async move {
+        let _keep_sender = tx;
+        registry.run(rx).await;
+    });
+    Stencil {
+        task,
+        cluster,
+        _files: files,
+        writes,
+    }
+}
+
+/// Server-side applies a CRD and waits until it is Established.
+pub async fn install_crd(client: &Client, crd: &CustomResourceDefinition) {
+    use kube::ResourceExt;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.name_any();
+    api.patch(
+        &name,
+        &kube::api::PatchParams::apply("stencil-test").force(),
+        &kube::api::Patch::Apply(crd),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("CRD {name} rejected: {e}"));
+    wait_established(client, &name).await;
+}
+
+/// Creates an object of a kind that may have just been installed.
+pub async fn create_when_served<K>(api: &Api<K>, obj: &K) -> K
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let params = PostParams::default();
+    once_served(|| api.create(&params, obj)).await.expect("create")
+}

@@ -1,0 +1,515 @@
+//! `stencil run` against the rig: children follow their parent, drift is reverted,
+//! deleted children come back, deleted parents leave nothing behind, a render error
+//! deletes nothing, definitions hot-reload from files and from OperatorDefinition
+//! resources, kinds that appear later are picked up, and the steady state writes nothing.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Stencil, TestNamespace, client, start_stencil, wait_established, wait_for};
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | required('spec.size is required') | quote }}";
+
+fn child(name: &str, template: &str) -> String {
+    let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
+    format!("    - name: {name}\n      template: |\n{body}")
+}
+
+fn definition(group: &str, children: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: widgets.{group}
+spec:
+  parent:
+    apiVersion: {group}/v1
+    kind: Widget
+  crd:
+    names: {{plural: widgets}}
+    versions:
+      - name: v1
+        served: true
+        storage: true
+        schema:
+          openAPIV3Schema:
+            type: object
+            properties:
+              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+{extra}  children:
+{children}"
+    )
+}
+
+fn unique_group() -> String {
+    format!("t{:08x}.stencil.dev", rand::random::<u32>())
+}
+
+/// A test's world: a namespace, a definitions directory and a running Stencil.
+struct World {
+    client: Client,
+    ns: TestNamespace,
+    dir: tempfile::TempDir,
+    group: String,
+    stencil: Stencil,
+}
+
+impl World {
+    async fn new(children: &str, extra: &str) -> World {
+        let group = unique_group();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("widgets.yaml"), definition(&group, children, extra)).unwrap();
+        World::start(group, dir).await
+    }
+
+    async fn start(group: String, dir: tempfile::TempDir) -> World {
+        let client = client().await;
+        let ns = TestNamespace::new(&client, "ctl").await;
+        let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+        wait_established(&client, &format!("widgets.{group}")).await;
+        World {
+            client,
+            ns,
+            dir,
+            group,
+            stencil,
+        }
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("widgets.yaml")
+    }
+
+    fn widgets(&self) -> Api<DynamicObject> {
+        widgets(&self.client, &self.group, &self.ns.name)
+    }
+
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn create_widget(&self, name: &str, spec: Value) {
+        let obj: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": format!("{}/v1", self.group), "kind": "Widget",
+            "metadata": {"name": name}, "spec": spec}))
+            .unwrap();
+        common::create_when_served(&self.widgets(), &obj).await;
+    }
+
+    /// Waits until ConfigMap `name` exists and `check` holds for its data.
+    async fn wait_cm(&self, name: &str, what: &str, check: impl Fn(&Value) -> bool) -> ConfigMap {
+        let api = self.configmaps();
+        wait_for(&format!("ConfigMap {name}: {what}"), TIMEOUT, || async {
+            let cm = api.get_opt(name).await.ok()??;
+            let data = serde_json::to_value(cm.data.clone().unwrap_or_default()).unwrap();
+            check(&data).then_some(cm)
+        })
+        .await
+    }
+
+    async fn wait_condition(&self, widget: &str, type_: &str, status: &str) -> Value {
+        self.wait_condition_at(widget, type_, status, 1).await
+    }
+
+    /// Waits for a condition written for at least `generation`.
+    async fn wait_condition_at(&self, widget: &str, type_: &str, status: &str, generation: i64) -> Value {
+        let api = self.widgets();
+        wait_for(
+            &format!("{widget} {type_}={status} at generation {generation}"),
+            TIMEOUT,
+            || async {
+                let w = api.get(widget).await.ok()?;
+                condition(&w.data, type_)
+                    .filter(|c| c["status"] == status && c["observedGeneration"].as_i64() >= Some(generation))
+            },
+        )
+        .await
+    }
+}
+
+fn widgets(client: &Client, group: &str, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn condition(obj: &Value, type_: &str) -> Option<Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+fn size_is(v: &'static str) -> impl Fn(&Value) -> bool {
+    move |d| d["size"] == v
+}
+
+#[tokio::test]
+async fn children_follow_their_parent_and_the_parent_reports_ready() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("a", json!({"size": 1})).await;
+    let cm = w.wait_cm("a-cm", "size 1", size_is("1")).await;
+    let owner = &cm.owner_references()[0];
+    assert_eq!((owner.kind.as_str(), owner.controller), ("Widget", Some(true)));
+    let ready = w.wait_condition("a", "Ready", "True").await;
+    assert_eq!(ready["observedGeneration"], 1);
+    let parent = w.widgets().get("a").await.unwrap();
+    assert!(parent.finalizers().contains(&"stencil.dev/finalizer".to_string()));
+
+    w.widgets()
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
+    w.wait_cm("a-cm", "size 2 after the parent changed", size_is("2")).await;
+    let ready = w.wait_condition_at("a", "Ready", "True", 2).await;
+    assert_eq!(ready["observedGeneration"], 2);
+}
+
+#[tokio::test]
+async fn drift_is_reverted_with_a_warning_and_foreign_fields_are_kept() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("d", json!({"size": 1})).await;
+    w.wait_cm("d-cm", "size 1", size_is("1")).await;
+    let edit = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d-cm"}, "data": {"size": "9", "extra": "mine"}});
+    w.configmaps()
+        .patch("d-cm", &PatchParams::apply("intruder").force(), &Patch::Apply(&edit))
+        .await
+        .unwrap();
+    let cm = w.wait_cm("d-cm", "size reverted to 1", size_is("1")).await;
+    assert_eq!(
+        cm.data.unwrap()["extra"],
+        "mine",
+        "a field Stencil does not own is kept"
+    );
+    let events: Api<Event> = Api::namespaced(w.client.clone(), &w.ns.name);
+    wait_for("a Conflict event naming the other manager", TIMEOUT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Conflict") && e.message.as_deref().unwrap_or_default().contains("intruder")
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_child_deleted_by_hand_is_recreated() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("r", json!({"size": 1})).await;
+    let first = w.wait_cm("r-cm", "created", size_is("1")).await;
+    w.configmaps().delete("r-cm", &DeleteParams::default()).await.unwrap();
+    let api = w.configmaps();
+    wait_for("r-cm to come back with a new uid", TIMEOUT, || async {
+        let cm = api.get_opt("r-cm").await.ok()??;
+        (cm.uid() != first.uid()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deleted_parent_leaves_no_children_in_any_namespace() {
+    let client = client().await;
+    let other = TestNamespace::new(&client, "other").await;
+    let cross = CM
+        .replace("metadata:\n", &format!("metadata:\n  namespace: {}\n", other.name))
+        .replace("-cm", "-far");
+    let children = format!("{}{}", child("cm", CM), child("far", &cross));
+    let w = World::new(&children, &format!("  allowedNamespaces: [{}]\n", other.name)).await;
+    w.create_widget("g", json!({"size": 1})).await;
+    w.wait_cm("g-cm", "created", size_is("1")).await;
+    let far: Api<ConfigMap> = Api::namespaced(client.clone(), &other.name);
+    wait_for("the cross-namespace child", TIMEOUT, || async {
+        far.get_opt("g-far").await.ok()?
+    })
+    .await;
+    w.widgets().delete("g", &DeleteParams::default()).await.unwrap();
+    let (widgets, near) = (w.widgets(), w.configmaps());
+    wait_for("the parent and both children to be gone", TIMEOUT, || async {
+        let gone = matches!(widgets.get_opt("g").await, Ok(None))
+            && matches!(near.get_opt("g-cm").await, Ok(None))
+            && matches!(far.get_opt("g-far").await, Ok(None));
+        gone.then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_render_error_deletes_nothing_and_says_why() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("e", json!({"size": 1})).await;
+    w.wait_cm("e-cm", "created", size_is("1")).await;
+    w.widgets()
+        .patch(
+            "e",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": null}})),
+        )
+        .await
+        .unwrap();
+    let stalled = w.wait_condition("e", "Stalled", "True").await;
+    assert!(
+        stalled["message"].as_str().unwrap().contains("spec.size is required"),
+        "{stalled}"
+    );
+    assert_eq!(w.configmaps().get("e-cm").await.unwrap().data.unwrap()["size"], "1");
+}
+
+#[tokio::test]
+async fn a_removed_definition_releases_its_parents() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("f", json!({"size": 1})).await;
+    w.wait_condition("f", "Ready", "True").await;
+    std::fs::remove_file(w.file()).unwrap();
+    let api = w.widgets();
+    wait_for("the finalizer to be released", TIMEOUT, || async {
+        let p = api.get("f").await.ok()?;
+        (!p.finalizers().iter().any(|f| f == "stencil.dev/finalizer")).then_some(())
+    })
+    .await;
+    assert!(api.get("f").await.is_ok(), "the CRD and the parent stay");
+}
+
+#[tokio::test]
+async fn two_definitions_share_a_child_kind() {
+    let (a, b) = (unique_group(), unique_group());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.yaml"), definition(&a, &child("cm", CM), "")).unwrap();
+    std::fs::write(
+        dir.path().join("b.yaml"),
+        definition(&b, &child("cm", &CM.replace("-cm", "-other")), ""),
+    )
+    .unwrap();
+    let w = World::start(a.clone(), dir).await;
+    wait_established(&w.client, &format!("widgets.{b}")).await;
+    w.create_widget("x", json!({"size": 1})).await;
+    let other: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{b}/v1"), "kind": "Widget",
+        "metadata": {"name": "y"}, "spec": {"size": 2}}))
+    .unwrap();
+    let b_api = widgets(&w.client, &b, &w.ns.name);
+    common::create_when_served(&b_api, &other).await;
+    let x = w.wait_cm("x-cm", "from definition a", size_is("1")).await;
+    let y = w.wait_cm("y-other", "from definition b", size_is("2")).await;
+    assert_eq!(x.labels()["stencil.dev/definition"], format!("widgets.{a}"));
+    assert_eq!(y.labels()["stencil.dev/definition"], format!("widgets.{b}"));
+}
+
+#[tokio::test]
+async fn definitions_hot_reload_and_an_invalid_edit_keeps_the_last_good_version() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("h", json!({"size": 3})).await;
+    w.wait_cm("h-cm", "created", size_is("3")).await;
+
+    // Change: a template edit rolls out to the existing parent; the old field goes away.
+    let changed = CM.replace(
+        "size: {{",
+        "twice: {{ (parent.spec.size * 2) | string | quote }}\n  ignored: {{",
+    );
+    std::fs::write(w.file(), definition(&w.group, &child("cm", &changed), "")).unwrap();
+    w.wait_cm("h-cm", "the new template", |d| {
+        d["twice"] == "6" && d.get("size").is_none()
+    })
+    .await;
+
+    // Add a child, then remove it again: its object is pruned.
+    let extra = CM.replace("-cm", "-extra");
+    std::fs::write(
+        w.file(),
+        definition(
+            &w.group,
+            &format!("{}{}", child("cm", &changed), child("extra", &extra)),
+            "",
+        ),
+    )
+    .unwrap();
+    w.wait_cm("h-extra", "the added child", size_is("3")).await;
+    std::fs::write(w.file(), definition(&w.group, &child("cm", &changed), "")).unwrap();
+    let api = w.configmaps();
+    wait_for("the removed child to be pruned", TIMEOUT, || async {
+        matches!(api.get_opt("h-extra").await, Ok(None)).then_some(())
+    })
+    .await;
+
+    // An invalid edit: the last good version keeps serving new parents.
+    std::fs::write(
+        w.file(),
+        definition(&w.group, &child("cm", "apiVersion: v1\nkind: ConfigMap\n{{ broken"), ""),
+    )
+    .unwrap();
+    w.create_widget("i", json!({"size": 4})).await;
+    w.wait_cm("i-cm", "served by the last good version", |d| d["twice"] == "8")
+        .await;
+}
+
+#[tokio::test]
+async fn a_configmap_volume_update_is_seen() {
+    // The kubelet's pattern: files are links into `..data`, itself a link to a timestamped
+    // directory, and an update swaps `..data` atomically with a rename.
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let publish = |version: &str, text: &str| {
+        let data = root.join(format!("..{version}"));
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("widgets.yaml"), text).unwrap();
+        std::os::unix::fs::symlink(format!("..{version}"), root.join("..data_tmp")).unwrap();
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+    };
+    publish("2026_12_02_v1", &definition(&group, &child("cm", CM), ""));
+    std::os::unix::fs::symlink("..data/widgets.yaml", root.join("widgets.yaml")).unwrap();
+    let w = World::start(group.clone(), dir).await;
+    w.create_widget("v", json!({"size": 5})).await;
+    w.wait_cm("v-cm", "version 1", size_is("5")).await;
+    let v2 = CM.replace("\ndata:\n", "\ndata:\n  version: \"2\"\n");
+    publish("2026_12_02_v2", &definition(&group, &child("cm", &v2), ""));
+    std::fs::remove_dir_all(w.dir.path().join("..2026_12_02_v1")).unwrap();
+    w.wait_cm("v-cm", "version 2 after the ..data swap", |d| d["version"] == "2")
+        .await;
+}
+
+#[tokio::test]
+async fn a_child_kind_that_appears_later_is_picked_up() {
+    let client = client().await;
+    let gadgets = unique_group();
+    let gadget = format!(
+        "apiVersion: {gadgets}/v1\nkind: Gadget\nmetadata:\n  name: {{{{ parent.metadata.name }}}}-gadget\nspec:\n  size: {{{{ parent.spec.size }}}}"
+    );
+    let w = World::new(&format!("{}{}", child("cm", CM), child("gadget", &gadget)), "").await;
+    w.create_widget("l", json!({"size": 7})).await;
+    // Nothing runs while a child kind is missing; installing its CRD starts the definition.
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(json!({"metadata": {"name": format!("gadgets.{gadgets}")},
+            "spec": {"group": gadgets, "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+        .unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    crds.create(&PostParams::default(), &crd).await.unwrap();
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&gadgets, "v1", "Gadget"), "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &w.ns.name, &ar);
+    let found = wait_for("the Gadget child", Duration::from_secs(90), || async {
+        api.get_opt("l-gadget").await.ok()?
+    })
+    .await;
+    assert_eq!(found.data["spec"]["size"], 7);
+    w.wait_cm("l-cm", "created too", size_is("7")).await;
+}
+
+#[tokio::test]
+async fn the_steady_state_makes_no_write_requests() {
+    let w = World::new(&child("cm", CM), "  resyncSeconds: 10\n").await;
+    w.create_widget("s", json!({"size": 1})).await;
+    w.wait_condition("s", "Ready", "True").await;
+    // Let in-flight work (events, the status write) land, then start counting.
+    let api = w.widgets();
+    wait_for("a quiet second", TIMEOUT, || async {
+        let before = w.stencil.take_writes().len();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        (before == 0 && w.stencil.take_writes().is_empty()).then_some(())
+    })
+    .await;
+    // A parent change that needs no child change, then a full resync period.
+    api.patch(
+        "s",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"touched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        w.stencil.take_writes(),
+        Vec::<String>::new(),
+        "no writes once converged"
+    );
+}
+
+#[tokio::test]
+async fn operator_definition_resources_are_served_and_report_status() {
+    let client = client().await;
+    common::install_crd(&client, &stencil::crd::operator_definition_crd()).await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "cr").await;
+    let text = definition(&group, &child("cm", CM), "");
+    let resource: stencil::definition::OperatorDefinition = stencil::yaml::document(&text).unwrap();
+    let defs: Api<stencil::definition::OperatorDefinition> = Api::all(client.clone());
+    let name = format!("widgets.{group}");
+    defs.patch(&name, &PatchParams::apply("test"), &Patch::Apply(&resource))
+        .await
+        .unwrap();
+    let stencil = start_stencil(&[], true).await;
+    wait_established(&client, &name).await;
+    let w_api = widgets(&client, &group, &ns.name);
+    let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "c"}, "spec": {"size": 1}}))
+    .unwrap();
+    common::create_when_served(&w_api, &obj).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the child of a cluster definition", TIMEOUT, || async {
+        cms.get_opt("c-cm").await.ok()?
+    })
+    .await;
+    let status = wait_for("the definition's status", TIMEOUT, || async {
+        let s = defs.get_status(&name).await.ok()?.status?;
+        (s.parent_count == Some(1)).then_some(s)
+    })
+    .await;
+    assert!(
+        status.watched_kinds.iter().any(|k| k == "v1/ConfigMap"),
+        "{:?}",
+        status.watched_kinds
+    );
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+
+    // An invalid edit is reported and the last good version keeps running.
+    let mut bad = resource.clone();
+    bad.spec.children[0].template = "apiVersion: v1\nkind: ConfigMap\n{{ broken".into();
+    defs.patch(&name, &PatchParams::apply("test"), &Patch::Apply(&bad))
+        .await
+        .unwrap();
+    let status = wait_for("the compile error on the status", TIMEOUT, || async {
+        let s = defs.get_status(&name).await.ok()?.status?;
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Compiled" && c.status == "False")
+            .then_some(s)
+    })
+    .await;
+    assert!(status.last_error.unwrap().contains("children[cm].template"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+
+    // Deleting the definition releases the parent.
+    defs.delete(&name, &DeleteParams::default()).await.unwrap();
+    wait_for("the parent's finalizer to be released", TIMEOUT, || async {
+        let p = w_api.get("c").await.ok()?;
+        (!p.finalizers().iter().any(|f| f == "stencil.dev/finalizer")).then_some(())
+    })
+    .await;
+    drop(stencil);
+}
