@@ -60,6 +60,5 @@ testenv-down: ## Stop every rig process and remove its state
 	$(TESTENV)/down.sh
 
 .PHONY: dev
-dev: build testenv-up ## Rig up, bundled CRDs installed, stencil running against it
-	. target/testenv/env && $(STENCIL) crd | kubectl apply --server-side -f -
-	. target/testenv/env && $(STENCIL) run --definitions operators/
+dev: ## The main job: rig (unless KUBECONFIG is set), CRDs, stencil run on operators/, examples applied
+	scripts/dev.sh

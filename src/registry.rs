@@ -18,7 +18,7 @@ use crate::compile::CompiledDefinition;
 use crate::definition::OperatorDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
-use crate::reconcile::{self, Context};
+use crate::reconcile::{self, Context, diff};
 use crate::source::{Origin, SourceEvent};
 use crate::watch::{Selection, Watches};
 
@@ -320,13 +320,21 @@ async fn install_crd(client: &Client, def: &CompiledDefinition) -> Result<(), St
     };
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = crd.name_any();
-    api.patch(
-        &name,
-        &PatchParams::apply(labels::FIELD_MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(|e| format!("cannot apply CRD {name}: {e}"))?;
+    let (desired, hash) = diff::with_hash(serde_json::to_value(&crd).map_err(|e| e.to_string())?);
+    // A restart finds the CRD as it left it and writes nothing.
+    let live = api
+        .get_opt(&name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| serde_json::to_value(c).ok());
+    let current = live.is_some_and(|l| diff::live_hash(&l) == Some(hash.as_str()) && diff::live_contains(&l, &desired));
+    if !current {
+        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(&desired))
+            .await
+            .map_err(|e| format!("cannot apply CRD {name}: {e}"))?;
+    }
     for _ in 0..100 {
         let established = api
             .get(&name)

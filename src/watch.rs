@@ -120,9 +120,23 @@ impl Watches {
         };
         let mut events = watcher(api, config).default_backoff().boxed();
         let fan_out = shared.clone();
+        let types = kube::core::TypeMeta {
+            api_version: resolved.resource.api_version.clone(),
+            kind: resolved.resource.kind.clone(),
+        };
+        // Items of a list response carry no apiVersion and kind; every stored object does.
+        let typed = move |event: Result<Event<DynamicObject>, watcher::Error>| {
+            event.map(|e| {
+                e.modify(|o| {
+                    if o.types.is_none() {
+                        o.types = Some(types.clone());
+                    }
+                })
+            })
+        };
         tokio::spawn(async move {
             while let Some(event) = events.next().await {
-                match event {
+                match typed(event) {
                     Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !in_scope(&o) => {}
                     Ok(event) => {
                         writer.apply_watcher_event(&event);

@@ -513,3 +513,109 @@ async fn operator_definition_resources_are_served_and_report_status() {
     .await;
     drop(stencil);
 }
+
+#[tokio::test]
+async fn update_policies_on_create_and_recreate_for_immutable_fields() {
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ parent.metadata.name }}-secret\nstringData:\n  password: {{ random_password(16) }}\n  size: {{ parent.spec.size | quote }}";
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ parent.metadata.name }}-job\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: run\n          image: busybox\n          args: [\"size={{ parent.spec.size }}\"]";
+    let children = format!(
+        "{}      updatePolicy: OnCreate\n{}",
+        child("secret", secret),
+        child("job", job)
+    );
+    let w = World::new(&children, "").await;
+    w.create_widget("p", json!({"size": 1})).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(w.client.clone(), &w.ns.name);
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(w.client.clone(), &w.ns.name);
+    let first_secret = wait_for("the secret", TIMEOUT, || async {
+        secrets.get_opt("p-secret").await.ok()?
+    })
+    .await;
+    let first_job = wait_for("the job", TIMEOUT, || async { jobs.get_opt("p-job").await.ok()? }).await;
+    w.widgets()
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap();
+    // A Job's pod template is immutable: the Job is deleted and created anew.
+    let second_job = wait_for("the job to be recreated with size 2", TIMEOUT, || async {
+        let j = jobs.get_opt("p-job").await.ok()??;
+        let args = j.spec.as_ref()?.template.spec.as_ref()?.containers[0].args.clone()?;
+        (j.uid() != first_job.uid() && args == vec!["size=2".to_string()]).then_some(j)
+    })
+    .await;
+    assert_ne!(second_job.uid(), first_job.uid());
+    let secret = secrets.get("p-secret").await.unwrap();
+    assert_eq!(secret.uid(), first_secret.uid(), "OnCreate never replaces");
+    assert_eq!(secret.data, first_secret.data, "OnCreate never updates");
+}
+
+#[tokio::test]
+async fn the_orphan_policy_keeps_children_and_strips_ownership() {
+    let w = World::new(&child("cm", CM), "  finalize:\n    deletionPolicy: Orphan\n").await;
+    w.create_widget("o", json!({"size": 1})).await;
+    w.wait_cm("o-cm", "created", size_is("1")).await;
+    w.widgets().delete("o", &DeleteParams::default()).await.unwrap();
+    let api = w.widgets();
+    wait_for("the parent to be gone", TIMEOUT, || async {
+        matches!(api.get_opt("o").await, Ok(None)).then_some(())
+    })
+    .await;
+    let cm = w.configmaps().get("o-cm").await.expect("the orphaned child stays");
+    assert!(cm.owner_references().is_empty(), "{:?}", cm.owner_references());
+    assert!(!cm.labels().contains_key("stencil.dev/parent-uid"));
+}
+
+#[tokio::test]
+async fn a_second_definition_of_a_parent_kind_is_marked_in_conflict() {
+    let client = client().await;
+    common::install_crd(&client, &stencil::crd::operator_definition_crd()).await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("first.yaml"), definition(&group, &child("cm", CM), "")).unwrap();
+    let text = definition(&group, &child("cm", CM), "")
+        .replace(&format!("name: widgets.{group}"), &format!("name: second.{group}"));
+    let second: stencil::definition::OperatorDefinition = stencil::yaml::document(&text).unwrap();
+    let defs: Api<stencil::definition::OperatorDefinition> = Api::all(client.clone());
+    let name = format!("second.{group}");
+    defs.patch(&name, &PatchParams::apply("test"), &Patch::Apply(&second))
+        .await
+        .unwrap();
+    let _stencil = start_stencil(&[dir.path().to_path_buf()], true).await;
+    let conflict = wait_for("the Conflict condition", TIMEOUT, || async {
+        let s = defs.get_status(&name).await.ok()?.status?;
+        s.conditions
+            .into_iter()
+            .find(|c| c.type_ == "Conflict" && c.status == "True")
+    })
+    .await;
+    assert!(conflict.message.contains("first.yaml"), "{}", conflict.message);
+    defs.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_restart_with_everything_in_place_makes_no_writes() {
+    let mut w = World::new(&child("cm", CM), "").await;
+    w.create_widget("z", json!({"size": 1})).await;
+    w.wait_cm("z-cm", "created", size_is("1")).await;
+    w.wait_condition("z", "Ready", "True").await;
+    // A new process lists children whose list items carry no apiVersion or kind; it must
+    // still recognise them and leave everything as it is.
+    w.stencil = start_stencil(&[w.dir.path().to_path_buf()], false).await;
+    let api = w.widgets();
+    let ready_since = w.wait_condition("z", "Ready", "True").await["lastTransitionTime"].clone();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        w.stencil.take_writes(),
+        Vec::<String>::new(),
+        "a restart writes nothing"
+    );
+    let ready = condition(&api.get("z").await.unwrap().data, "Ready").unwrap();
+    assert_eq!(
+        (ready["status"].clone(), ready["lastTransitionTime"].clone()),
+        (json!("True"), ready_since)
+    );
+}

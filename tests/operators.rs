@@ -81,6 +81,8 @@ async fn bundled_definitions_round_trip_as_operator_definition_resources() {
             def.name
         );
         compile_resource(&stored).unwrap_or_else(|d| panic!("{d}"));
+        // Leave no definitions behind for a Stencil that reads them in another test.
+        api.delete(&def.name, &Default::default()).await.unwrap();
     }
 }
 

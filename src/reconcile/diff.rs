@@ -46,14 +46,13 @@ pub fn live_contains(live: &Value, desired: &Value) -> bool {
 
 fn contains(live: &Value, desired: &Value, depth: usize) -> bool {
     match (live, desired) {
+        // A null states no opinion (typed objects serialize absent optional fields so).
+        (_, Value::Null) => true,
         (Value::Object(l), Value::Object(d)) => d.iter().all(|(k, dv)| {
             if depth == 0 && k == "stringData" {
                 return true;
             }
-            match l.get(k) {
-                Some(lv) => contains(lv, dv, depth + 1),
-                None => dv.is_null(),
-            }
+            l.get(k).map_or(dv.is_null(), |lv| contains(lv, dv, depth + 1))
         }),
         (Value::Array(l), Value::Array(d)) => {
             l.len() == d.len() && l.iter().zip(d).all(|(a, b)| contains(a, b, depth + 1))
@@ -77,6 +76,14 @@ mod tests {
         assert!(!live_contains(&edited, &desired));
         let extra_port = json!({"spec": {"ports": [{"port": 80}, {"port": 81}], "selector": {"app": "a"}}});
         assert!(!live_contains(&extra_port, &desired));
+    }
+
+    #[test]
+    fn a_null_in_desired_states_no_opinion() {
+        assert!(live_contains(
+            &json!({"status": {"x": 1}}),
+            &json!({"status": null, "a": null})
+        ));
     }
 
     #[test]

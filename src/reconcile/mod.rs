@@ -206,6 +206,14 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         Ok(out) => out,
         Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
     };
+    tracing::debug!(
+        definition = %ctx.def.name,
+        parent = %parent_key(parent),
+        observed = observed_objects.len(),
+        desired = out.children.len(),
+        waiting = out.waiting.len(),
+        "rendered"
+    );
     let mut requeue_soon = false;
     for child in &out.children {
         requeue_soon |= apply::child(ctx, parent, child).await?;
