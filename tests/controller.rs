@@ -619,3 +619,46 @@ async fn a_restart_with_everything_in_place_makes_no_writes() {
         (json!("True"), ready_since)
     );
 }
+
+#[tokio::test]
+async fn a_lookup_change_re_renders_the_parents_that_read_it() {
+    let lookups = "  lookups:\n    - name: settings\n      apiVersion: v1\n      kind: ConfigMap\n      nameTemplate: '{{ parent.spec.settings }}'\n";
+    let reader = CM.replace("size: {{", "tier: {{ lookups.settings.data.tier | quote }}\n  size: {{");
+    let w = World::new(&child("cm", &reader), lookups).await;
+    w.create_widget("k", json!({"size": 1, "settings": "shared-settings"}))
+        .await;
+    // Without its lookup the child waits; nothing is an error.
+    w.wait_condition("k", "Ready", "False").await;
+    let settings = |tier: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared-settings"}, "data": {"tier": tier}});
+    let params = PatchParams::apply("test");
+    w.configmaps()
+        .patch("shared-settings", &params, &Patch::Apply(settings("gold")))
+        .await
+        .unwrap();
+    w.wait_cm("k-cm", "tier gold", |d| d["tier"] == "gold").await;
+    w.configmaps()
+        .patch("shared-settings", &params, &Patch::Apply(settings("silver")))
+        .await
+        .unwrap();
+    w.wait_cm("k-cm", "tier silver after the lookup changed", |d| {
+        d["tier"] == "silver"
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn changing_the_definition_updates_its_crd() {
+    let w = World::new(&child("cm", CM), "").await;
+    let column = "    versions:\n      - name: v1\n        additionalPrinterColumns:\n          - {name: Size, type: integer, jsonPath: .spec.size}\n";
+    let text = definition(&w.group, &child("cm", CM), "").replace("    versions:\n      - name: v1\n", column);
+    std::fs::write(w.file(), text).unwrap();
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(w.client.clone());
+    let name = format!("widgets.{}", w.group);
+    wait_for("the new printer column on the CRD", TIMEOUT, || async {
+        let crd = crds.get(&name).await.ok()?;
+        let columns = crd.spec.versions[0].additional_printer_columns.clone()?;
+        columns.iter().any(|c| c.name == "Size").then_some(())
+    })
+    .await;
+}
