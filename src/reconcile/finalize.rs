@@ -73,10 +73,9 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
                     blocking.push(format!("{} (finalizers: {finalizers})", describe(&live)));
                     continue;
                 }
-                let Some(watch) = child_watch_of(ctx, child) else {
+                let Some(api) = ctx.child_api(child) else {
                     continue;
                 };
-                let api = api_of(ctx, child, watch);
                 apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted")
                     .await
                     .map_err(|source| ReconcileError::Kube {
@@ -95,10 +94,9 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
         }
         DeletionPolicy::Orphan => {
             for child in &children {
-                let Some(watch) = child_watch_of(ctx, child) else {
+                let Some(api) = ctx.child_api(child) else {
                     continue;
                 };
-                let api = api_of(ctx, child, watch);
                 let owners: Vec<_> = child
                     .owner_references()
                     .iter()
@@ -135,19 +133,4 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
             source,
         })?;
     Ok(Action::await_change())
-}
-
-fn child_watch_of<'a>(
-    ctx: &'a Context,
-    child: &DynamicObject,
-) -> Option<&'a std::sync::Arc<crate::watch::SharedWatch>> {
-    let t = child.types.as_ref()?;
-    ctx.child_watch(&t.api_version, &t.kind)
-}
-
-fn api_of(ctx: &Context, child: &DynamicObject, watch: &crate::watch::SharedWatch) -> Api<DynamicObject> {
-    match child.namespace() {
-        Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &watch.resolved.resource),
-        None => Api::all_with(ctx.client.clone(), &watch.resolved.resource),
-    }
 }

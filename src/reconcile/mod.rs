@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt as _};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -117,6 +117,16 @@ impl Context {
         self.children
             .iter()
             .find(|w| w.gvk.group == gvk.group && w.gvk.kind == gvk.kind)
+    }
+
+    /// The API of a live child, when its kind is watched.
+    fn child_api(&self, child: &DynamicObject) -> Option<Api<DynamicObject>> {
+        let t = child.types.as_ref()?;
+        let ar = &self.child_watch(&t.api_version, &t.kind)?.resolved.resource;
+        Some(match child.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        })
     }
 
     fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
@@ -283,8 +293,6 @@ fn parent_key(parent: &DynamicObject) -> String {
         parent.name_any()
     )
 }
-
-use kube::ResourceExt as _;
 
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {

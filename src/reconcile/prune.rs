@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::{Context, ReconcileError, apply, describe, to_json};
@@ -40,17 +40,8 @@ pub(super) async fn run(
         if out.children.iter().any(|c| same(&c.object, &live)) {
             continue;
         }
-        let kind = obj
-            .types
-            .as_ref()
-            .map(|t| (t.api_version.clone(), t.kind.clone()))
-            .unwrap_or_default();
-        let Some(watch) = ctx.child_watch(&kind.0, &kind.1) else {
+        let Some(api) = ctx.child_api(obj) else {
             continue;
-        };
-        let api: Api<DynamicObject> = match obj.namespace() {
-            Some(ns) => Api::namespaced_with(ctx.client.clone(), &ns, &watch.resolved.resource),
-            None => Api::all_with(ctx.client.clone(), &watch.resolved.resource),
         };
         apply::delete(ctx, parent, &api, &obj.name_any(), &live, "Pruned")
             .await
