@@ -41,8 +41,8 @@ pub enum Command {
         #[arg(long = "definitions")]
         definitions: Vec<PathBuf>,
     },
-    /// Print least-privilege RBAC for definitions (not built yet).
-    Rbac,
+    /// Print the least-privilege ClusterRole (and Roles) Stencil needs for definitions.
+    Rbac(RbacArgs),
 }
 
 /// Arguments of `stencil render`.
@@ -93,4 +93,27 @@ pub struct RunArgs {
     /// Ignore OperatorDefinition resources; serve only --definitions.
     #[arg(long)]
     pub no_cluster_definitions: bool,
+}
+
+/// Arguments of `stencil rbac`.
+#[derive(Debug, clap::Args)]
+pub struct RbacArgs {
+    /// Definition files or directories (repeatable).
+    #[arg(long = "definitions", required = true)]
+    pub definitions: Vec<PathBuf>,
+    /// Confine namespaced kinds to Roles in these namespaces (repeatable).
+    #[arg(long = "namespace")]
+    pub namespaces: Vec<String>,
+    /// Include Leases for leader election.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Leave out OperatorDefinition access (for `stencil run --no-cluster-definitions`).
+    #[arg(long)]
+    pub no_cluster_definitions: bool,
+    /// Name of the generated roles.
+    #[arg(long, default_value = "stencil")]
+    pub name: String,
+    /// Also bind the roles to this ServiceAccount, written `namespace/name`.
+    #[arg(long)]
+    pub service_account: Option<String>,
 }

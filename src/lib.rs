@@ -9,6 +9,7 @@ pub mod discovery;
 pub mod golden;
 pub mod gvk;
 pub mod labels;
+pub mod rbac;
 pub mod readiness;
 pub mod reconcile;
 pub mod registry;

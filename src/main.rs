@@ -10,15 +10,13 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
-use cli::{Cli, Command, Format, RenderArgs, RunArgs};
+use cli::{Cli, Command, Format, RbacArgs, RenderArgs, RunArgs};
 use stencil::golden::{self, Outcome};
 use stencil::source::files;
 use stencil::{crd, yaml};
 
 /// Exit code for a failed check (validation errors, failed golden cases).
 const FAILED: u8 = 1;
-/// Exit code for a subcommand that is not available yet.
-const NOT_BUILT: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -43,17 +41,12 @@ fn main() -> ExitCode {
 fn dispatch(command: Command) -> Result<ExitCode> {
     match command {
         Command::Run(_) => unreachable!("handled in main"),
-        Command::Rbac => not_built("rbac"),
+        Command::Rbac(args) => rbac_cmd(&args),
         Command::Validate { paths } => validate(&paths),
         Command::Render(args) => render_cmd(&args),
         Command::Test { paths, update } => test(&paths, update),
         Command::Crd { definitions } => crd_cmd(&definitions),
     }
-}
-
-fn not_built(name: &str) -> Result<ExitCode> {
-    eprintln!("stencil {name}: not built yet");
-    Ok(ExitCode::from(NOT_BUILT))
 }
 
 fn validate(paths: &[PathBuf]) -> Result<ExitCode> {
@@ -220,4 +213,29 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+fn rbac_cmd(args: &RbacArgs) -> Result<ExitCode> {
+    let loaded = files::load(&args.definitions)?;
+    if !loaded.diagnostics.is_empty() {
+        let lines: Vec<String> = loaded.diagnostics.iter().map(ToString::to_string).collect();
+        bail!("{}", lines.join("\n"));
+    }
+    let options = stencil::rbac::Options {
+        namespaces: args.namespaces.clone(),
+        leader_election: args.leader_elect,
+        cluster_definitions: !args.no_cluster_definitions,
+        name: args.name.clone(),
+    };
+    let scopes = golden::scopes_for(&loaded.definitions);
+    let needs = stencil::rbac::needs(&loaded.definitions, &scopes, &options);
+    let mut objects = stencil::rbac::manifests(&needs, &options);
+    if let Some(sa) = &args.service_account {
+        let (ns, name) = sa
+            .split_once('/')
+            .with_context(|| format!("--service-account `{sa}` must be written namespace/name"))?;
+        objects.extend(stencil::rbac::bindings(&objects, ns, name));
+    }
+    print!("{}", yaml::to_stream(&objects)?);
+    Ok(ExitCode::SUCCESS)
 }

@@ -268,14 +268,19 @@ async fn serve(
         .map(|w| format!("{}", w.gvk))
         .collect();
     watched.dedup();
-    let parents = ctx.parents.clone();
-    let controller = tokio::spawn(reconcile::run(ctx, concurrency, stopped(stop.clone())));
-    let mut last_count = None;
+    let controller = tokio::spawn(reconcile::run(ctx.clone(), concurrency, stopped(stop.clone())));
+    let mut last = None;
     loop {
-        let count = parents.store.state().len();
-        if last_count != Some(count) {
-            report(&client, &origin, status_ready(&watched, count)).await;
-            last_count = Some(count);
+        let now = (ctx.parents.store.state().len(), ctx.problem());
+        if last.as_ref() != Some(&now) {
+            match &now.1 {
+                None => report(&client, &origin, status_ready(&watched, now.0)).await,
+                Some(problem) => {
+                    tracing::warn!(definition = %origin, "{problem}");
+                    report(&client, &origin, status_failing(&watched, now.0, problem)).await
+                }
+            }
+            last = Some(now);
         }
         if !pause(&stop, Duration::from_secs(5)).await {
             break;
@@ -359,6 +364,11 @@ fn condition(type_: &str, status: bool, reason: &str, message: &str) -> Value {
 fn status_ready(watched: &[String], parents: usize) -> Value {
     json!({"conditions": [condition("Ready", true, "Serving", "the definition is running"), condition("Conflict", false, "NoConflict", "")],
         "watchedKinds": watched, "parentCount": parents, "lastError": null})
+}
+
+fn status_failing(watched: &[String], parents: usize, problem: &str) -> Value {
+    json!({"conditions": [condition("Ready", false, "Failing", problem)],
+        "watchedKinds": watched, "parentCount": parents, "lastError": problem})
 }
 
 fn status_waiting(message: &str) -> Value {

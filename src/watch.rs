@@ -35,6 +35,7 @@ pub struct SharedWatch {
     /// Every object seen, kept current.
     pub store: Store<DynamicObject>,
     subscribers: Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>,
+    last_error: Mutex<Option<String>>,
 }
 
 impl SharedWatch {
@@ -47,6 +48,15 @@ impl SharedWatch {
         }
         self.subscribers.lock().expect("subscribers lock").push(tx);
         rx
+    }
+
+    /// Why the watch is failing, if it is: a forbidden list or watch names the missing rule.
+    pub fn error(&self) -> Option<String> {
+        self.last_error.lock().expect("error lock").clone()
+    }
+
+    fn set_error(&self, error: Option<String>) {
+        *self.last_error.lock().expect("error lock") = error;
     }
 
     fn publish(&self, obj: &DynamicObject) {
@@ -94,6 +104,7 @@ impl Watches {
                 resolved: resolved.clone(),
                 store: store.clone(),
                 subscribers: Mutex::new(Vec::new()),
+                last_error: Mutex::new(None),
             });
             running.insert(key, shared.clone());
             shared
@@ -139,18 +150,38 @@ impl Watches {
                 match typed(event) {
                     Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !in_scope(&o) => {}
                     Ok(event) => {
+                        fan_out.set_error(None);
                         writer.apply_watcher_event(&event);
                         match &event {
                             Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => fan_out.publish(o),
                             Event::Init | Event::InitDone => {}
                         }
                     }
-                    Err(e) => tracing::warn!(kind = %fan_out.gvk, error = %e, "watch failed; retrying"),
+                    Err(e) => {
+                        tracing::warn!(kind = %fan_out.gvk, error = %e, "watch failed; retrying");
+                        fan_out.set_error(Some(describe_watch_error(&e, &fan_out.resolved.resource)));
+                    }
                 }
             }
         });
         // A store is ready once its first list has arrived.
         let _ = store.wait_until_ready().await;
         Ok(shared)
+    }
+}
+
+/// A watch error as a status message; a forbidden one names the rule to add.
+fn describe_watch_error(e: &watcher::Error, ar: &kube::core::ApiResource) -> String {
+    let inner = match e {
+        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => Some(k),
+        _ => None,
+    };
+    match inner {
+        Some(kube::Error::Api(status)) if status.code == 403 => format!(
+            "forbidden to list and watch {}: add the rule {}",
+            ar.plural,
+            crate::rbac::missing_rule(&ar.group, &ar.plural, "list, watch")
+        ),
+        _ => format!("watching {}: {e}", ar.plural),
     }
 }

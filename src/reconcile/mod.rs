@@ -52,6 +52,29 @@ pub enum ReconcileError {
     Waiting(String),
 }
 
+impl ReconcileError {
+    /// For a request the API server refused (403): what was refused and how to allow it.
+    pub fn forbidden(&self) -> Option<String> {
+        let ReconcileError::Kube { action, object, source: kube::Error::Api(status) } = self else {
+            return None;
+        };
+        (status.code == 403).then(|| {
+            let rule = status
+                .details
+                .as_ref()
+                .map(|d| {
+                    let verb = match *action {
+                        "delete" | "prune" => "delete",
+                        _ => "patch",
+                    };
+                    crate::rbac::missing_rule(&d.group, &d.kind, verb)
+                })
+                .unwrap_or_default();
+            format!("forbidden to {action} {object}: {}; add the rule {rule}", status.message)
+        })
+    }
+}
+
 /// Everything one definition's controller needs.
 pub struct Context {
     /// The API client.
@@ -69,6 +92,8 @@ pub struct Context {
     /// Event recorder.
     pub recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
+    /// The last request the API server refused, with the rule that is missing.
+    forbidden: Mutex<Option<String>>,
     /// Parents that read each lookup object: `kind/namespace/name` → parent refs.
     lookup_readers: Mutex<HashMap<String, Vec<ObjectRef<DynamicObject>>>>,
 }
@@ -102,8 +127,19 @@ impl Context {
             scopes,
             recorder,
             failures: Mutex::new(HashMap::new()),
+            forbidden: Mutex::new(None),
             lookup_readers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Why this definition's controller cannot do its job, if it cannot: a failing watch
+    /// or a refused request.
+    pub fn problem(&self) -> Option<String> {
+        let watches = std::iter::once(&self.parents).chain(&self.children).chain(&self.lookups);
+        watches
+            .filter_map(|w| w.error())
+            .next()
+            .or_else(|| self.forbidden.lock().expect("forbidden lock").clone())
     }
 
     fn resync(&self) -> Duration {
@@ -182,8 +218,16 @@ fn to_json(obj: &DynamicObject) -> Value {
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let result = reconcile_inner(&parent, &ctx).await;
     let key = parent_key(&parent);
-    if result.is_ok() {
-        ctx.failures.lock().expect("failures lock").remove(&key);
+    match &result {
+        Ok(_) => {
+            ctx.failures.lock().expect("failures lock").remove(&key);
+            ctx.forbidden.lock().expect("forbidden lock").take();
+        }
+        Err(e) => {
+            if let Some(message) = e.forbidden() {
+                *ctx.forbidden.lock().expect("forbidden lock") = Some(message);
+            }
+        }
     }
     result
 }

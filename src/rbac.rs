@@ -1,0 +1,305 @@
+//! Least-privilege RBAC derived from definitions, purely: exactly the verbs the controller
+//! uses on each parent, child and lookup kind, plus what Stencil itself needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use crate::compile::CompiledDefinition;
+use crate::gvk::{Gvk, Scopes};
+
+/// Verbs on a parent kind: read it, and patch its finalizers.
+pub const PARENT_VERBS: &[&str] = &["get", "list", "watch", "patch"];
+/// Verbs on a parent's status subresource.
+pub const STATUS_VERBS: &[&str] = &["patch"];
+/// Verbs on a parent's finalizers subresource: needed to set `blockOwnerDeletion`.
+pub const FINALIZER_VERBS: &[&str] = &["update"];
+/// Verbs on a child kind: watch, server-side apply (which may create), prune.
+pub const CHILD_VERBS: &[&str] = &["list", "watch", "create", "patch", "delete"];
+/// Verbs on a lookup kind.
+pub const LOOKUP_VERBS: &[&str] = &["list", "watch"];
+
+/// The resource (plural) of a kind: the definition's CRD plural, a known built-in, or
+/// the same guess the Kubernetes REST mapper makes.
+pub fn plural(gvk: &Gvk, defs: &[CompiledDefinition]) -> String {
+    for def in defs {
+        if let Some(crd) = &def.spec.crd
+            && def.parent.group == gvk.group
+            && def.parent.kind == gvk.kind
+        {
+            return crd.names.plural.clone();
+        }
+    }
+    let lower = gvk.kind.to_lowercase();
+    match lower.as_str() {
+        "endpoints" => lower,
+        _ if lower.ends_with('s') || lower.ends_with("ch") || lower.ends_with("sh") || lower.ends_with('x') => {
+            format!("{lower}es")
+        }
+        _ if lower.ends_with('y') && !lower.ends_with("ay") && !lower.ends_with("ey") && !lower.ends_with("oy") => {
+            format!("{}ies", &lower[..lower.len() - 1])
+        }
+        _ => format!("{lower}s"),
+    }
+}
+
+/// Rules keyed by (apiGroup, resource, resource names), with their verbs.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RuleSet {
+    rules: BTreeMap<(String, String, Vec<String>), BTreeSet<String>>,
+}
+
+impl RuleSet {
+    /// Grants verbs on a resource, optionally only on the named objects.
+    pub fn grant(&mut self, group: &str, resource: &str, verbs: &[&str], names: &[String]) {
+        let mut names = names.to_vec();
+        names.sort();
+        names.dedup();
+        let verbs_of = self.rules.entry((group.to_string(), resource.to_string(), names)).or_default();
+        verbs_of.extend(verbs.iter().map(|v| v.to_string()));
+    }
+
+    /// True when no rule is granted.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// Whether the set allows `verb` on `group/resource` for an object named `name`.
+    pub fn allows(&self, group: &str, resource: &str, verb: &str, name: Option<&str>) -> bool {
+        self.rules.iter().any(|((g, r, names), verbs)| {
+            g == group
+                && r == resource
+                && verbs.contains(verb)
+                && (names.is_empty() || name.is_some_and(|n| names.iter().any(|x| x == n)))
+        })
+    }
+
+    /// The rules as Kubernetes PolicyRules, sorted.
+    pub fn policy_rules(&self) -> Vec<Value> {
+        self.rules
+            .iter()
+            .map(|((group, resource, names), verbs)| {
+                let mut rule = json!({"apiGroups": [group], "resources": [resource], "verbs": verbs});
+                if !names.is_empty() {
+                    rule["resourceNames"] = json!(names);
+                }
+                rule
+            })
+            .collect()
+    }
+}
+
+/// The roles a binding template refers to with literal `roleRef` kind and name: creating
+/// such a binding needs `bind` on the role, since Stencil does not hold its permissions.
+fn bound_roles(template: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    let lines: Vec<&str> = template.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim() != "roleRef:" {
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let (mut kind, mut name) = (None, None);
+        for next in lines[i + 1..].iter().take_while(|l| l.len() - l.trim_start().len() > indent) {
+            let literal = |v: &str| {
+                let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+                (!v.contains("{{") && !v.is_empty()).then(|| v.to_string())
+            };
+            if let Some(v) = next.trim().strip_prefix("kind:") {
+                kind = literal(v);
+            } else if let Some(v) = next.trim().strip_prefix("name:") {
+                name = literal(v);
+            }
+        }
+        if let (Some(k), Some(n)) = (kind, name) {
+            found.push((k, n));
+        }
+    }
+    found
+}
+
+/// Options of the generated RBAC.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Namespaces to confine namespaced kinds to (Roles); empty means cluster-wide.
+    pub namespaces: Vec<String>,
+    /// Whether leader election is on (it needs Leases).
+    pub leader_election: bool,
+    /// Whether OperatorDefinition resources are served.
+    pub cluster_definitions: bool,
+    /// Name prefix of the generated roles.
+    pub name: String,
+}
+
+/// What Stencil needs: the cluster-wide rules, and the rules for namespaced kinds (granted
+/// cluster-wide too when no namespace is given).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Needs {
+    /// Rules on cluster-scoped kinds (and on every kind without namespaces).
+    pub cluster: RuleSet,
+    /// Rules on namespaced kinds, for each namespace's Role.
+    pub namespaced: RuleSet,
+}
+
+/// Derives Stencil's needs for these definitions.
+pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) -> Needs {
+    let mut needs = Needs::default();
+    let mut crd_names = Vec::new();
+    let mut grant = |gvk: &Gvk, resource: &str, verbs: &[&str], names: &[String]| {
+        let target = if scopes.is_namespaced(gvk) && !options.namespaces.is_empty() {
+            &mut needs.namespaced
+        } else {
+            &mut needs.cluster
+        };
+        target.grant(&gvk.group, resource, verbs, names);
+    };
+    for def in defs {
+        let parent = plural(&def.parent, defs);
+        grant(&def.parent, &parent, PARENT_VERBS, &[]);
+        grant(&def.parent, &format!("{parent}/status"), STATUS_VERBS, &[]);
+        grant(&def.parent, &format!("{parent}/finalizers"), FINALIZER_VERBS, &[]);
+        for gvk in def.all_child_kinds() {
+            grant(&gvk, &plural(&gvk, defs), CHILD_VERBS, &[]);
+        }
+        for (kind, role) in def.spec.children.iter().flat_map(|c| bound_roles(&c.template)) {
+            let resource = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
+            let gvk = Gvk { group: "rbac.authorization.k8s.io".into(), version: "v1".into(), kind };
+            grant(&gvk, resource, &["bind"], &[role]);
+        }
+        for gvk in def.lookup_kinds() {
+            grant(&gvk, &plural(&gvk, defs), LOOKUP_VERBS, &[]);
+        }
+        if let Some(crd) = &def.spec.crd {
+            crd_names.push(format!("{}.{}", crd.names.plural, def.parent.group));
+        }
+    }
+    if !crd_names.is_empty() {
+        // Creating cannot be limited by name; reading and applying can.
+        needs.cluster.grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
+        needs.cluster.grant("apiextensions.k8s.io", "customresourcedefinitions", &["get", "patch"], &crd_names);
+    }
+    let own = if options.namespaces.is_empty() { &mut needs.cluster } else { &mut needs.namespaced };
+    own.grant("events.k8s.io", "events", &["create", "patch"], &[]);
+    if options.leader_election {
+        own.grant("coordination.k8s.io", "leases", &["get", "create", "update", "patch"], &[]);
+    }
+    if options.cluster_definitions {
+        needs.cluster.grant("stencil.dev", "operatordefinitions", &["list", "watch"], &[]);
+        needs.cluster.grant("stencil.dev", "operatordefinitions/status", &["get", "patch"], &[]);
+    }
+    needs
+}
+
+/// The ClusterRole and the per-namespace Roles as Kubernetes objects.
+pub fn manifests(needs: &Needs, options: &Options) -> Vec<Value> {
+    let labels = json!({"app.kubernetes.io/managed-by": "stencil", "app.kubernetes.io/component": "rbac"});
+    let mut out = vec![json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": options.name, "labels": labels},
+        "rules": needs.cluster.policy_rules(),
+    })];
+    if !needs.namespaced.is_empty() {
+        for ns in &options.namespaces {
+            out.push(json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": options.name, "namespace": ns, "labels": labels},
+                "rules": needs.namespaced.policy_rules(),
+            }));
+        }
+    }
+    out
+}
+
+/// A binding of each role in `roles` to the ServiceAccount `namespace/name`.
+pub fn bindings(roles: &[Value], namespace: &str, name: &str) -> Vec<Value> {
+    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": namespace}]);
+    roles
+        .iter()
+        .map(|role| {
+            let kind = role["kind"].as_str().unwrap_or_default();
+            let mut binding = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": format!("{kind}Binding"),
+                "metadata": role["metadata"].clone(),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role["metadata"]["name"]},
+                "subjects": subject,
+            });
+            if let Some(meta) = binding["metadata"].as_object_mut() {
+                meta.remove("labels");
+            }
+            binding
+        })
+        .collect()
+}
+
+/// The rule to add for a forbidden request, as text for a status message.
+pub fn missing_rule(group: &str, resource: &str, verb: &str) -> String {
+    format!("apiGroups: [\"{group}\"], resources: [\"{resource}\"], verbs: [\"{verb}\"]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile_file;
+
+    fn bundled() -> Vec<CompiledDefinition> {
+        let mut defs = Vec::new();
+        for name in ["database", "website", "tenant"] {
+            let path = format!("{}/operators/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+            let (d, diags) = compile_file(&path, &std::fs::read_to_string(&path).unwrap());
+            assert!(diags.0.is_empty(), "{diags}");
+            defs.extend(d);
+        }
+        defs
+    }
+
+    #[test]
+    fn plurals_follow_the_rest_mapper() {
+        let p = |kind: &str| plural(&Gvk::parse("v1", kind).unwrap(), &[]);
+        assert_eq!(p("ConfigMap"), "configmaps");
+        assert_eq!(p("Ingress"), "ingresses");
+        assert_eq!(p("NetworkPolicy"), "networkpolicies");
+        assert_eq!(p("Endpoints"), "endpoints");
+        assert_eq!(p("Gateway"), "gateways");
+    }
+
+    #[test]
+    fn the_bundled_operators_need_exactly_these_verbs() {
+        let defs = bundled();
+        let scopes = crate::golden::scopes_for(&defs);
+        let options = Options { cluster_definitions: true, name: "stencil".into(), ..Options::default() };
+        let n = needs(&defs, &scopes, &options).cluster;
+        assert!(n.allows("examples.stencil.dev", "databases", "watch", None));
+        assert!(n.allows("examples.stencil.dev", "databases/status", "patch", None));
+        assert!(!n.allows("examples.stencil.dev", "databases", "delete", None));
+        assert!(n.allows("apps", "statefulsets", "create", None));
+        assert!(n.allows("", "namespaces", "delete", None));
+        assert!(n.allows("rbac.authorization.k8s.io", "rolebindings", "patch", None));
+        assert!(!n.allows("rbac.authorization.k8s.io", "clusterroles", "patch", None));
+        assert!(n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("edit")));
+        assert!(!n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("admin")));
+        assert!(!n.allows("", "pods", "list", None));
+        assert!(n.allows("apiextensions.k8s.io", "customresourcedefinitions", "patch", Some("tenants.examples.stencil.dev")));
+        assert!(!n.allows("apiextensions.k8s.io", "customresourcedefinitions", "patch", Some("other.example.com")));
+        assert!(n.allows("apiextensions.k8s.io", "customresourcedefinitions", "create", None));
+        assert!(!n.allows("coordination.k8s.io", "leases", "update", None));
+        let rules = n.policy_rules();
+        assert!(rules.iter().all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*")));
+    }
+
+    #[test]
+    fn namespaces_move_namespaced_kinds_into_roles() {
+        let defs = bundled();
+        let scopes = crate::golden::scopes_for(&defs);
+        let options = Options { namespaces: vec!["a".into(), "b".into()], leader_election: true, name: "stencil".into(), ..Options::default() };
+        let n = needs(&defs, &scopes, &options);
+        assert!(n.namespaced.allows("apps", "statefulsets", "patch", None));
+        assert!(!n.cluster.allows("apps", "statefulsets", "patch", None));
+        assert!(n.cluster.allows("", "namespaces", "create", None));
+        assert!(n.namespaced.allows("coordination.k8s.io", "leases", "update", None));
+        let m = manifests(&n, &options);
+        assert_eq!(m.iter().filter(|o| o["kind"] == "Role").count(), 2);
+    }
+}
