@@ -93,6 +93,47 @@ pub struct RunArgs {
     /// Ignore OperatorDefinition resources; serve only --definitions.
     #[arg(long)]
     pub no_cluster_definitions: bool,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: std::net::SocketAddr,
+    /// Reconcile only while holding a Lease; other replicas wait as warm standbys.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: $POD_NAMESPACE, else `default`).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "stencil")]
+    pub leader_election_id: String,
+    /// How long the Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = seconds)]
+    pub lease_duration: std::time::Duration,
+    /// How long the leader tries to renew before it gives the Lease up.
+    #[arg(long, default_value = "10s", value_parser = seconds)]
+    pub renew_deadline: std::time::Duration,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Log formats of `stencil run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Parses whole seconds written `15s` or `15`.
+fn seconds(text: &str) -> Result<std::time::Duration, String> {
+    let digits = text.strip_suffix('s').unwrap_or(text);
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|s| *s > 0)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is not a positive number of seconds, e.g. 15s"))
 }
 
 /// Arguments of `stencil rbac`.

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
-use cli::{Cli, Command, Format, RbacArgs, RenderArgs, RunArgs};
+use cli::{Cli, Command, Format, LogFormat, RbacArgs, RenderArgs, RunArgs};
 use stencil::golden::{self, Outcome};
 use stencil::source::files;
 use stencil::{crd, yaml};
@@ -179,32 +179,81 @@ fn crd_cmd(definitions: &[PathBuf]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stencil run`: sources feed the registry, which runs one controller per definition.
+/// `stencil run`: sources feed the registry, which runs one controller per definition
+/// while this process leads.
 #[tokio::main]
 async fn run(args: RunArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match args.log_format {
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).init(),
+        LogFormat::Text => logs.init(),
+    }
     let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let cluster = !args.no_cluster_definitions;
+    let health = stencil::http::Health::new(!args.definitions.is_empty(), cluster);
+    let bound = stencil::http::serve(args.metrics_addr, health.clone()).await?;
+    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+
     let watches = std::sync::Arc::new(stencil::watch::Watches::new(client.clone(), args.namespaces.clone()));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let _file_watch = if args.definitions.is_empty() {
         None
     } else {
-        Some(files::watch(args.definitions.clone(), tx.clone()).context("watching --definitions")?)
+        let watch = files::watch(args.definitions.clone(), tx.clone()).context("watching --definitions")?;
+        health.files_synced();
+        Some(watch)
     };
-    if !args.no_cluster_definitions {
-        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone()));
+    if cluster {
+        let synced = health.clone();
+        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), move || synced.cluster_synced()));
     }
+
+    let mut election = None;
+    if args.leader_elect {
+        let settings = stencil::leader::Settings {
+            namespace: args
+                .leader_election_namespace
+                .clone()
+                .or_else(|| std::env::var("POD_NAMESPACE").ok())
+                .unwrap_or_else(|| "default".into()),
+            name: args.leader_election_id.clone(),
+            identity: std::env::var("POD_NAME").unwrap_or_else(|_| format!("stencil-{:08x}", rand::random::<u32>())),
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+        };
+        let mut e = stencil::leader::Election::start(client.clone(), &settings).await.context("joining the leader election")?;
+        tracing::info!(lease = %settings.name, identity = %settings.identity, "waiting to become the leader");
+        tokio::select! {
+            _ = e.acquired() => tracing::info!("became the leader"),
+            _ = shutdown_signal() => {
+                e.release().await;
+                return Ok(());
+            }
+        }
+        election = Some(e);
+    }
+
     let registry = stencil::registry::Registry::new(client, watches, args.concurrency);
     tracing::info!(definitions = ?args.definitions, namespaces = ?args.namespaces, "stencil running");
-    tokio::select! {
-        _ = registry.run(rx) => {}
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+    let lost = async {
+        match election.as_mut() {
+            Some(e) => e.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        _ = registry.run(rx) => Ok(()),
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            Ok(())
+        }
+        _ = lost => Err(anyhow::anyhow!("lost the leader Lease; exiting so a fresh process can stand by")),
+    };
+    if let Some(e) = election {
+        e.release().await;
     }
-    Ok(())
+    outcome
 }
 
 async fn shutdown_signal() {

@@ -70,8 +70,27 @@ impl Registry {
     pub async fn run(mut self, mut events: UnboundedReceiver<SourceEvent>) {
         while let Some(event) = events.recv().await {
             self.handle(event).await;
+            self.count_states();
         }
         self.shutdown().await;
+    }
+
+    fn count_states(&self) {
+        let mut counts: BTreeMap<&str, i64> = [("running", 0), ("conflict", 0), ("invalid", 0)].into();
+        for e in self.entries.values() {
+            let state = match (&e.running, &e.good) {
+                (Some(_), _) => "running",
+                (None, Some(_)) => "conflict",
+                (None, None) => "invalid",
+            };
+            *counts.entry(state).or_default() += 1;
+        }
+        for (state, n) in counts {
+            crate::metrics::METRICS
+                .definitions
+                .get_or_create(&crate::metrics::StateLabel { state: state.into() })
+                .set(n);
+        }
     }
 
     /// Stops every controller, leaving parents and their finalizers in place for the next

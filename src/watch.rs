@@ -107,6 +107,7 @@ impl Watches {
                 last_error: Mutex::new(None),
             });
             running.insert(key, shared.clone());
+            crate::metrics::METRICS.watched_kinds.set(running.len() as i64);
             shared
         };
         let config = match selection {

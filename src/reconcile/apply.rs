@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{Context, ReconcileError, describe, diff, to_json};
 use crate::definition::UpdatePolicy;
 use crate::labels;
+use crate::metrics::{self, METRICS};
 use crate::render::DesiredChild;
 
 fn api_for(ctx: &Context, obj: &Value) -> Result<(Api<DynamicObject>, ObjectRef<DynamicObject>), ReconcileError> {
@@ -57,12 +58,14 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
     if let Some(live) = &live {
         let same_hash = diff::live_hash(live) == Some(hash.as_str());
         if child.update_policy == UpdatePolicy::OnCreate || (same_hash && diff::live_contains(live, &desired)) {
+            METRICS.apply_skipped_total.get_or_create(&metrics::definition(&ctx.def.name)).inc();
             return Ok(false);
         }
         if child.update_policy == UpdatePolicy::Recreate && !same_hash {
             delete(ctx, parent, &api, &name, live, "Recreate")
                 .await
                 .map_err(kube_err("delete"))?;
+            count(ctx, &desired, "recreated");
             return Ok(true);
         }
     }
@@ -88,6 +91,7 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
             } else {
                 ("Created", "created")
             };
+            count(ctx, &desired, verb);
             ctx.event(parent, EventType::Normal, reason, format!("{what} {verb}"))
                 .await;
             Ok(false)
@@ -101,14 +105,25 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
             delete(ctx, parent, &api, &name, live, "Recreate")
                 .await
                 .map_err(kube_err("delete"))?;
+            count(ctx, &desired, "recreated");
             Ok(true)
         }
         Err(e) => {
+            count(ctx, &desired, "error");
             ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
                 .await;
             Err(kube_err("apply")(e))
         }
     }
+}
+
+fn count(ctx: &Context, obj: &Value, result: &str) {
+    let labels = metrics::ApplyLabels {
+        definition: ctx.def.name.clone(),
+        kind: obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
+        result: result.to_string(),
+    };
+    METRICS.children_applied_total.get_or_create(&labels).inc();
 }
 
 /// Deletes a child with a UID precondition, so an object recreated meanwhile is kept.

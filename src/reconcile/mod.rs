@@ -24,6 +24,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
+use crate::metrics::{self, METRICS};
 use crate::render::{self, RenderInput};
 use crate::watch::SharedWatch;
 
@@ -94,6 +95,8 @@ pub struct Context {
     failures: Mutex<HashMap<String, u32>>,
     /// The last request the API server refused, with the rule that is missing.
     forbidden: Mutex<Option<String>>,
+    /// When the oldest unserved reconcile request of each parent arrived.
+    pending: Mutex<HashMap<String, std::time::Instant>>,
     /// Parents that read each lookup object: `kind/namespace/name` → parent refs.
     lookup_readers: Mutex<HashMap<String, Vec<ObjectRef<DynamicObject>>>>,
 }
@@ -128,6 +131,7 @@ impl Context {
             recorder,
             failures: Mutex::new(HashMap::new()),
             forbidden: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
             lookup_readers: Mutex::new(HashMap::new()),
         }
     }
@@ -140,6 +144,12 @@ impl Context {
             .filter_map(|w| w.error())
             .next()
             .or_else(|| self.forbidden.lock().expect("forbidden lock").clone())
+    }
+
+    /// Notes a reconcile request for a parent (for the queue-duration metric).
+    fn requested(&self, key: String) {
+        METRICS.workqueue_adds_total.get_or_create(&metrics::queue(&self.def.name)).inc();
+        self.pending.lock().expect("pending lock").entry(key).or_insert_with(std::time::Instant::now);
     }
 
     fn resync(&self) -> Duration {
@@ -216,8 +226,26 @@ fn to_json(obj: &DynamicObject) -> Value {
 
 /// Reconciles one parent.
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let result = reconcile_inner(&parent, &ctx).await;
     let key = parent_key(&parent);
+    let name = ctx.def.name.clone();
+    if let Some(since) = ctx.pending.lock().expect("pending lock").remove(&key) {
+        METRICS.workqueue_queue_duration_seconds.get_or_create(&metrics::queue(&name)).observe(since.elapsed().as_secs_f64());
+    }
+    let depth = METRICS.workqueue_depth.get_or_create(&metrics::queue(&name)).clone();
+    depth.inc();
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("reconcile", definition = %name, parent = %key);
+    let result = tracing::Instrument::instrument(reconcile_inner(&parent, &ctx), span).await;
+    depth.dec();
+    METRICS.reconcile_time_seconds.get_or_create(&metrics::controller(&name)).observe(started.elapsed().as_secs_f64());
+    let outcome = if result.is_ok() { "success" } else { "error" };
+    METRICS
+        .reconcile_total
+        .get_or_create(&metrics::ResultLabels { controller: name.clone(), result: outcome.into() })
+        .inc();
+    if result.is_err() {
+        METRICS.reconcile_errors_total.get_or_create(&metrics::controller(&name)).inc();
+    }
     match &result {
         Ok(_) => {
             ctx.failures.lock().expect("failures lock").remove(&key);
@@ -256,7 +284,13 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         lookups: &lookups,
         scopes: &ctx.scopes,
     };
-    let out = match render::render(&ctx.def, input) {
+    let render_started = std::time::Instant::now();
+    let rendered = render::render(&ctx.def, input);
+    METRICS
+        .template_render_seconds
+        .get_or_create(&metrics::definition(&ctx.def.name))
+        .observe(render_started.elapsed().as_secs_f64());
+    let out = match rendered {
         Ok(out) => out,
         Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
     };
@@ -345,6 +379,7 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
     let n = failures.entry(key.clone()).or_insert(0);
     *n = (*n + 1).min(10);
     let delay = Duration::from_millis(500u64 << (*n - 1)).min(Duration::from_secs(300));
+    METRICS.workqueue_retries_total.get_or_create(&metrics::queue(&ctx.def.name)).inc();
     match error {
         ReconcileError::Waiting(what) => {
             tracing::info!(definition = %ctx.def.name, parent = %key, "waiting for {what}")
@@ -376,6 +411,9 @@ fn triggers(
                     .unwrap_or_default()
             }
         };
+        for r in &refs {
+            ctx.requested(format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name));
+        }
         futures::stream::iter(refs)
     })
 }
@@ -416,7 +454,11 @@ pub async fn run(
     concurrency: u16,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let parent_events = tokio_stream_from(ctx.parents.subscribe()).map(|o| Ok((*o).clone()));
+    let counting = ctx.clone();
+    let parent_events = tokio_stream_from(ctx.parents.subscribe()).map(move |o| {
+        counting.requested(parent_key(&o));
+        Ok((*o).clone())
+    });
     let mut controller = Controller::for_stream_with(
         parent_events,
         ctx.parents.store.clone(),

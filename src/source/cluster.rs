@@ -17,13 +17,15 @@ use crate::definition::OperatorDefinition;
 use crate::gvk::Gvk;
 
 /// Watches OperatorDefinitions and sends their changes; waits for the CRD if it is absent.
-pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>) {
+/// `synced` is called once the first list is sent (or the CRD is found absent).
+pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: impl Fn() + Send) {
     let gvk = Gvk::parse("stencil.dev/v1alpha1", "OperatorDefinition").expect("a valid apiVersion");
     let mut warned = false;
     while crate::discovery::resolve(&client, &gvk).await.is_err() {
         if !warned {
             tracing::warn!("the OperatorDefinition CRD is not installed; serving file definitions only until it is");
             warned = true;
+            synced();
         }
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
@@ -39,6 +41,7 @@ pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>) {
                 upsert(&od, &mut generations, &tx);
             }
             Ok(Event::InitDone) => {
+                synced();
                 // Definitions deleted while the watch was down.
                 let gone: Vec<String> = generations.keys().filter(|n| !listed.contains(n)).cloned().collect();
                 for name in gone {

@@ -186,7 +186,7 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let files = (!definitions.is_empty())
         .then(|| stencil::source::files::watch(definitions.to_vec(), tx.clone()).expect("watch definitions"));
-    let cluster = cluster.then(|| tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone())));
+    let cluster = cluster.then(|| tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), || ())));
     let registry = stencil::registry::Registry::new(client, watches, 4);
     let task = tokio::spawn(async move {
         let _keep_sender = tx;
