@@ -28,9 +28,11 @@ unit: ## Unit tests (no cluster)
 build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
-.PHONY: crds
-crds: build ## Regenerate the chart's OperatorDefinition CRD from the Rust types
+.PHONY: chart
+chart: build ## Regenerate the chart's CRD, bundled operators and their RBAC (tests fail when stale)
 	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
+	cp operators/*.yaml charts/stencil/operators/
+	$(STENCIL) rbac --definitions operators/ --no-cluster-definitions --format values > charts/stencil/files/bundled-rbac.yaml
 
 .PHONY: golden
 golden: build ## Validate the bundled operators and run their golden cases

@@ -157,4 +157,17 @@ pub struct RbacArgs {
     /// Also bind the roles to this ServiceAccount, written `namespace/name`.
     #[arg(long)]
     pub service_account: Option<String>,
+    /// `manifests` (ClusterRole and Roles) or `values` (rules for the Helm chart's
+    /// `rbac.clusterRules` and `rbac.namespacedRules`).
+    #[arg(long, value_enum, default_value_t = RbacFormat::Manifests)]
+    pub format: RbacFormat,
+}
+
+/// Output formats of `stencil rbac`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RbacFormat {
+    /// Kubernetes manifests.
+    Manifests,
+    /// Helm values for charts/stencil.
+    Values,
 }

@@ -116,7 +116,7 @@ mod tests {
         let shipped = include_str!("../charts/stencil/crds/operatordefinitions.stencil.dev.yaml");
         assert!(
             shipped == generated,
-            "charts/stencil/crds/operatordefinitions.stencil.dev.yaml is stale; run `make crds`"
+            "charts/stencil/crds/operatordefinitions.stencil.dev.yaml is stale; run `make chart`"
         );
     }
 

@@ -57,7 +57,9 @@ pub struct ServeError {
 
 /// Binds `addr` and serves until the process ends; returns the bound address.
 pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError { addr, source })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServeError { addr, source })?;
     let app = Router::new()
         .route("/metrics", get(metrics))
@@ -70,7 +72,10 @@ pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
                     if ready {
                         (StatusCode::OK, "ok")
                     } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "definition sources have not synced yet")
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "definition sources have not synced yet",
+                        )
                     }
                 }
             }),
@@ -85,7 +90,10 @@ pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
 
 async fn metrics() -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         METRICS.encode(),
     )
 }

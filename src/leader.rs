@@ -38,7 +38,9 @@ impl Election {
         let duration = settings.lease_duration.as_secs().max(2);
         // kube-lease-manager renews a grace period before expiry: the time left once the
         // renew deadline has passed.
-        let grace = duration.saturating_sub(settings.renew_deadline.as_secs()).clamp(1, duration - 1);
+        let grace = duration
+            .saturating_sub(settings.renew_deadline.as_secs())
+            .clamp(1, duration - 1);
         let manager = LeaseManagerBuilder::new(client, &settings.name)
             .with_namespace(&settings.namespace)
             .with_identity(&settings.identity)
@@ -48,7 +50,10 @@ impl Election {
             .build()
             .await?;
         let (leader, task) = manager.watch().await;
-        let gauge = METRICS.leader_election_master_status.get_or_create(&metrics::queue(&settings.name)).clone();
+        let gauge = METRICS
+            .leader_election_master_status
+            .get_or_create(&metrics::queue(&settings.name))
+            .clone();
         let mut observe = leader.clone();
         tokio::spawn(async move {
             loop {

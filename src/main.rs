@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use serde_json::Value;
 
-use cli::{Cli, Command, Format, LogFormat, RbacArgs, RenderArgs, RunArgs};
+use cli::{Cli, Command, Format, LogFormat, RbacArgs, RbacFormat, RenderArgs, RunArgs};
 use stencil::golden::{self, Outcome};
 use stencil::source::files;
 use stencil::{crd, yaml};
@@ -206,7 +206,9 @@ async fn run(args: RunArgs) -> Result<()> {
     };
     if cluster {
         let synced = health.clone();
-        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), move || synced.cluster_synced()));
+        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), move || {
+            synced.cluster_synced()
+        }));
     }
 
     let mut election = None;
@@ -222,7 +224,9 @@ async fn run(args: RunArgs) -> Result<()> {
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
         };
-        let mut e = stencil::leader::Election::start(client.clone(), &settings).await.context("joining the leader election")?;
+        let mut e = stencil::leader::Election::start(client.clone(), &settings)
+            .await
+            .context("joining the leader election")?;
         tracing::info!(lease = %settings.name, identity = %settings.identity, "waiting to become the leader");
         tokio::select! {
             _ = e.acquired() => tracing::info!("became the leader"),
@@ -278,6 +282,14 @@ fn rbac_cmd(args: &RbacArgs) -> Result<ExitCode> {
     };
     let scopes = golden::scopes_for(&loaded.definitions);
     let needs = stencil::rbac::needs(&loaded.definitions, &scopes, &options);
+    if args.format == RbacFormat::Values {
+        let values = serde_json::json!({"rbac": {
+            "clusterRules": needs.cluster.policy_rules(),
+            "namespacedRules": needs.namespaced.policy_rules(),
+        }});
+        print!("{}", yaml::to_string(&values)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut objects = stencil::rbac::manifests(&needs, &options);
     if let Some(sa) = &args.service_account {
         let (ns, name) = sa

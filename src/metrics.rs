@@ -112,19 +112,59 @@ impl Metrics {
             registry: Registry::default(),
         };
         let mut r = Registry::default();
-        r.register("controller_runtime_reconcile", "Reconciles per controller and result", m.reconcile_total.clone());
-        r.register("controller_runtime_reconcile_errors", "Reconcile errors per controller", m.reconcile_errors_total.clone());
-        r.register("controller_runtime_reconcile_time_seconds", "Time per reconcile", m.reconcile_time_seconds.clone());
+        r.register(
+            "controller_runtime_reconcile",
+            "Reconciles per controller and result",
+            m.reconcile_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_errors",
+            "Reconcile errors per controller",
+            m.reconcile_errors_total.clone(),
+        );
+        r.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Time per reconcile",
+            m.reconcile_time_seconds.clone(),
+        );
         r.register("workqueue_depth", "Reconciles in progress", m.workqueue_depth.clone());
-        r.register("workqueue_adds", "Reconcile requests from watch events", m.workqueue_adds_total.clone());
-        r.register("workqueue_queue_duration_seconds", "Time from a watch event to its reconcile", m.workqueue_queue_duration_seconds.clone());
-        r.register("workqueue_retries", "Requeues after errors", m.workqueue_retries_total.clone());
-        r.register("leader_election_master_status", "1 while this process is the leader", m.leader_election_master_status.clone());
+        r.register(
+            "workqueue_adds",
+            "Reconcile requests from watch events",
+            m.workqueue_adds_total.clone(),
+        );
+        r.register(
+            "workqueue_queue_duration_seconds",
+            "Time from a watch event to its reconcile",
+            m.workqueue_queue_duration_seconds.clone(),
+        );
+        r.register(
+            "workqueue_retries",
+            "Requeues after errors",
+            m.workqueue_retries_total.clone(),
+        );
+        r.register(
+            "leader_election_master_status",
+            "1 while this process is the leader",
+            m.leader_election_master_status.clone(),
+        );
         r.register("stencil_definitions", "Definitions by state", m.definitions.clone());
         r.register("stencil_watched_kinds", "Kinds watched", m.watched_kinds.clone());
-        r.register("stencil_children_applied", "Child writes by result", m.children_applied_total.clone());
-        r.register("stencil_apply_skipped", "Child applies skipped because the live object matched", m.apply_skipped_total.clone());
-        r.register("stencil_template_render_seconds", "Time to render one parent", m.template_render_seconds.clone());
+        r.register(
+            "stencil_children_applied",
+            "Child writes by result",
+            m.children_applied_total.clone(),
+        );
+        r.register(
+            "stencil_apply_skipped",
+            "Child applies skipped because the live object matched",
+            m.apply_skipped_total.clone(),
+        );
+        r.register(
+            "stencil_template_render_seconds",
+            "Time to render one parent",
+            m.template_render_seconds.clone(),
+        );
         Metrics { registry: r, ..m }
     }
 
@@ -141,12 +181,16 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 /// Shorthand for a definition label.
 pub fn definition(name: &str) -> DefinitionLabel {
-    DefinitionLabel { definition: name.to_string() }
+    DefinitionLabel {
+        definition: name.to_string(),
+    }
 }
 
 /// Shorthand for a controller label.
 pub fn controller(name: &str) -> ControllerLabel {
-    ControllerLabel { controller: name.to_string() }
+    ControllerLabel {
+        controller: name.to_string(),
+    }
 }
 
 /// Shorthand for a queue label.
@@ -160,12 +204,27 @@ mod tests {
 
     #[test]
     fn controller_runtime_names_are_exported() {
-        METRICS.reconcile_total.get_or_create(&ResultLabels { controller: "d".into(), result: "success".into() }).inc();
+        METRICS
+            .reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: "d".into(),
+                result: "success".into(),
+            })
+            .inc();
         METRICS.workqueue_adds_total.get_or_create(&queue("d")).inc();
-        METRICS.template_render_seconds.get_or_create(&definition("d")).observe(0.001);
+        METRICS
+            .template_render_seconds
+            .get_or_create(&definition("d"))
+            .observe(0.001);
         let text = METRICS.encode();
-        assert!(text.contains("controller_runtime_reconcile_total{controller=\"d\",result=\"success\"}"), "{text}");
+        assert!(
+            text.contains("controller_runtime_reconcile_total{controller=\"d\",result=\"success\"}"),
+            "{text}"
+        );
         assert!(text.contains("workqueue_adds_total{name=\"d\"}"), "{text}");
-        assert!(text.contains("# TYPE stencil_template_render_seconds histogram"), "{text}");
+        assert!(
+            text.contains("# TYPE stencil_template_render_seconds histogram"),
+            "{text}"
+        );
     }
 }

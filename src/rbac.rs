@@ -55,7 +55,10 @@ impl RuleSet {
         let mut names = names.to_vec();
         names.sort();
         names.dedup();
-        let verbs_of = self.rules.entry((group.to_string(), resource.to_string(), names)).or_default();
+        let verbs_of = self
+            .rules
+            .entry((group.to_string(), resource.to_string(), names))
+            .or_default();
         verbs_of.extend(verbs.iter().map(|v| v.to_string()));
     }
 
@@ -100,7 +103,10 @@ fn bound_roles(template: &str) -> Vec<(String, String)> {
         }
         let indent = line.len() - line.trim_start().len();
         let (mut kind, mut name) = (None, None);
-        for next in lines[i + 1..].iter().take_while(|l| l.len() - l.trim_start().len() > indent) {
+        for next in lines[i + 1..]
+            .iter()
+            .take_while(|l| l.len() - l.trim_start().len() > indent)
+        {
             let literal = |v: &str| {
                 let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
                 (!v.contains("{{") && !v.is_empty()).then(|| v.to_string())
@@ -163,7 +169,11 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         }
         for (kind, role) in def.spec.children.iter().flat_map(|c| bound_roles(&c.template)) {
             let resource = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
-            let gvk = Gvk { group: "rbac.authorization.k8s.io".into(), version: "v1".into(), kind };
+            let gvk = Gvk {
+                group: "rbac.authorization.k8s.io".into(),
+                version: "v1".into(),
+                kind,
+            };
             grant(&gvk, resource, &["bind"], &[role]);
         }
         for gvk in def.lookup_kinds() {
@@ -175,17 +185,37 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
     }
     if !crd_names.is_empty() {
         // Creating cannot be limited by name; reading and applying can.
-        needs.cluster.grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
-        needs.cluster.grant("apiextensions.k8s.io", "customresourcedefinitions", &["get", "patch"], &crd_names);
+        needs
+            .cluster
+            .grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
+        needs.cluster.grant(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            &["get", "patch"],
+            &crd_names,
+        );
     }
-    let own = if options.namespaces.is_empty() { &mut needs.cluster } else { &mut needs.namespaced };
+    let own = if options.namespaces.is_empty() {
+        &mut needs.cluster
+    } else {
+        &mut needs.namespaced
+    };
     own.grant("events.k8s.io", "events", &["create", "patch"], &[]);
     if options.leader_election {
-        own.grant("coordination.k8s.io", "leases", &["get", "create", "update", "patch"], &[]);
+        own.grant(
+            "coordination.k8s.io",
+            "leases",
+            &["get", "create", "update", "patch"],
+            &[],
+        );
     }
     if options.cluster_definitions {
-        needs.cluster.grant("stencil.dev", "operatordefinitions", &["list", "watch"], &[]);
-        needs.cluster.grant("stencil.dev", "operatordefinitions/status", &["get", "patch"], &[]);
+        needs
+            .cluster
+            .grant("stencil.dev", "operatordefinitions", &["list", "watch"], &[]);
+        needs
+            .cluster
+            .grant("stencil.dev", "operatordefinitions/status", &["get", "patch"], &[]);
     }
     needs
 }
@@ -256,6 +286,26 @@ mod tests {
     }
 
     #[test]
+    fn the_chart_ships_the_bundled_operators_rules() {
+        let defs = bundled();
+        let options = Options {
+            name: "stencil".into(),
+            ..Options::default()
+        };
+        let n = needs(&defs, &crate::golden::scopes_for(&defs), &options);
+        let generated = crate::yaml::to_string(&json!({"rbac": {
+            "clusterRules": n.cluster.policy_rules(),
+            "namespacedRules": n.namespaced.policy_rules(),
+        }}))
+        .unwrap();
+        let shipped = include_str!("../charts/stencil/files/bundled-rbac.yaml");
+        assert!(
+            shipped == generated,
+            "charts/stencil/files/bundled-rbac.yaml is stale; run `make chart`"
+        );
+    }
+
+    #[test]
     fn plurals_follow_the_rest_mapper() {
         let p = |kind: &str| plural(&Gvk::parse("v1", kind).unwrap(), &[]);
         assert_eq!(p("ConfigMap"), "configmaps");
@@ -269,7 +319,11 @@ mod tests {
     fn the_bundled_operators_need_exactly_these_verbs() {
         let defs = bundled();
         let scopes = crate::golden::scopes_for(&defs);
-        let options = Options { cluster_definitions: true, name: "stencil".into(), ..Options::default() };
+        let options = Options {
+            cluster_definitions: true,
+            name: "stencil".into(),
+            ..Options::default()
+        };
         let n = needs(&defs, &scopes, &options).cluster;
         assert!(n.allows("examples.stencil.dev", "databases", "watch", None));
         assert!(n.allows("examples.stencil.dev", "databases/status", "patch", None));
@@ -281,19 +335,38 @@ mod tests {
         assert!(n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("edit")));
         assert!(!n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("admin")));
         assert!(!n.allows("", "pods", "list", None));
-        assert!(n.allows("apiextensions.k8s.io", "customresourcedefinitions", "patch", Some("tenants.examples.stencil.dev")));
-        assert!(!n.allows("apiextensions.k8s.io", "customresourcedefinitions", "patch", Some("other.example.com")));
+        assert!(n.allows(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "patch",
+            Some("tenants.examples.stencil.dev")
+        ));
+        assert!(!n.allows(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "patch",
+            Some("other.example.com")
+        ));
         assert!(n.allows("apiextensions.k8s.io", "customresourcedefinitions", "create", None));
         assert!(!n.allows("coordination.k8s.io", "leases", "update", None));
         let rules = n.policy_rules();
-        assert!(rules.iter().all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*")));
+        assert!(
+            rules
+                .iter()
+                .all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*"))
+        );
     }
 
     #[test]
     fn namespaces_move_namespaced_kinds_into_roles() {
         let defs = bundled();
         let scopes = crate::golden::scopes_for(&defs);
-        let options = Options { namespaces: vec!["a".into(), "b".into()], leader_election: true, name: "stencil".into(), ..Options::default() };
+        let options = Options {
+            namespaces: vec!["a".into(), "b".into()],
+            leader_election: true,
+            name: "stencil".into(),
+            ..Options::default()
+        };
         let n = needs(&defs, &scopes, &options);
         assert!(n.namespaced.allows("apps", "statefulsets", "patch", None));
         assert!(!n.cluster.allows("apps", "statefulsets", "patch", None));

@@ -174,7 +174,9 @@ impl Watches {
 /// A watch error as a status message; a forbidden one names the rule to add.
 fn describe_watch_error(e: &watcher::Error, ar: &kube::core::ApiResource) -> String {
     let inner = match e {
-        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => Some(k),
+        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            Some(k)
+        }
         _ => None,
     };
     match inner {

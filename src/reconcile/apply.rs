@@ -58,7 +58,10 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
     if let Some(live) = &live {
         let same_hash = diff::live_hash(live) == Some(hash.as_str());
         if child.update_policy == UpdatePolicy::OnCreate || (same_hash && diff::live_contains(live, &desired)) {
-            METRICS.apply_skipped_total.get_or_create(&metrics::definition(&ctx.def.name)).inc();
+            METRICS
+                .apply_skipped_total
+                .get_or_create(&metrics::definition(&ctx.def.name))
+                .inc();
             return Ok(false);
         }
         if child.update_policy == UpdatePolicy::Recreate && !same_hash {

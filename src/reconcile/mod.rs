@@ -56,7 +56,12 @@ pub enum ReconcileError {
 impl ReconcileError {
     /// For a request the API server refused (403): what was refused and how to allow it.
     pub fn forbidden(&self) -> Option<String> {
-        let ReconcileError::Kube { action, object, source: kube::Error::Api(status) } = self else {
+        let ReconcileError::Kube {
+            action,
+            object,
+            source: kube::Error::Api(status),
+        } = self
+        else {
             return None;
         };
         (status.code == 403).then(|| {
@@ -71,7 +76,10 @@ impl ReconcileError {
                     crate::rbac::missing_rule(&d.group, &d.kind, verb)
                 })
                 .unwrap_or_default();
-            format!("forbidden to {action} {object}: {}; add the rule {rule}", status.message)
+            format!(
+                "forbidden to {action} {object}: {}; add the rule {rule}",
+                status.message
+            )
         })
     }
 }
@@ -139,7 +147,9 @@ impl Context {
     /// Why this definition's controller cannot do its job, if it cannot: a failing watch
     /// or a refused request.
     pub fn problem(&self) -> Option<String> {
-        let watches = std::iter::once(&self.parents).chain(&self.children).chain(&self.lookups);
+        let watches = std::iter::once(&self.parents)
+            .chain(&self.children)
+            .chain(&self.lookups);
         watches
             .filter_map(|w| w.error())
             .next()
@@ -148,8 +158,15 @@ impl Context {
 
     /// Notes a reconcile request for a parent (for the queue-duration metric).
     fn requested(&self, key: String) {
-        METRICS.workqueue_adds_total.get_or_create(&metrics::queue(&self.def.name)).inc();
-        self.pending.lock().expect("pending lock").entry(key).or_insert_with(std::time::Instant::now);
+        METRICS
+            .workqueue_adds_total
+            .get_or_create(&metrics::queue(&self.def.name))
+            .inc();
+        self.pending
+            .lock()
+            .expect("pending lock")
+            .entry(key)
+            .or_insert_with(std::time::Instant::now);
     }
 
     fn resync(&self) -> Duration {
@@ -229,7 +246,10 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     let key = parent_key(&parent);
     let name = ctx.def.name.clone();
     if let Some(since) = ctx.pending.lock().expect("pending lock").remove(&key) {
-        METRICS.workqueue_queue_duration_seconds.get_or_create(&metrics::queue(&name)).observe(since.elapsed().as_secs_f64());
+        METRICS
+            .workqueue_queue_duration_seconds
+            .get_or_create(&metrics::queue(&name))
+            .observe(since.elapsed().as_secs_f64());
     }
     let depth = METRICS.workqueue_depth.get_or_create(&metrics::queue(&name)).clone();
     depth.inc();
@@ -237,14 +257,23 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     let span = tracing::info_span!("reconcile", definition = %name, parent = %key);
     let result = tracing::Instrument::instrument(reconcile_inner(&parent, &ctx), span).await;
     depth.dec();
-    METRICS.reconcile_time_seconds.get_or_create(&metrics::controller(&name)).observe(started.elapsed().as_secs_f64());
+    METRICS
+        .reconcile_time_seconds
+        .get_or_create(&metrics::controller(&name))
+        .observe(started.elapsed().as_secs_f64());
     let outcome = if result.is_ok() { "success" } else { "error" };
     METRICS
         .reconcile_total
-        .get_or_create(&metrics::ResultLabels { controller: name.clone(), result: outcome.into() })
+        .get_or_create(&metrics::ResultLabels {
+            controller: name.clone(),
+            result: outcome.into(),
+        })
         .inc();
     if result.is_err() {
-        METRICS.reconcile_errors_total.get_or_create(&metrics::controller(&name)).inc();
+        METRICS
+            .reconcile_errors_total
+            .get_or_create(&metrics::controller(&name))
+            .inc();
     }
     match &result {
         Ok(_) => {
@@ -379,7 +408,10 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
     let n = failures.entry(key.clone()).or_insert(0);
     *n = (*n + 1).min(10);
     let delay = Duration::from_millis(500u64 << (*n - 1)).min(Duration::from_secs(300));
-    METRICS.workqueue_retries_total.get_or_create(&metrics::queue(&ctx.def.name)).inc();
+    METRICS
+        .workqueue_retries_total
+        .get_or_create(&metrics::queue(&ctx.def.name))
+        .inc();
     match error {
         ReconcileError::Waiting(what) => {
             tracing::info!(definition = %ctx.def.name, parent = %key, "waiting for {what}")

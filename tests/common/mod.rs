@@ -223,3 +223,109 @@ where
     let params = PostParams::default();
     once_served(|| api.create(&params, obj)).await.expect("create")
 }
+
+/// A tool the rig built (`kubectl`, `helm`), found through tests/testenv/versions.env.
+pub fn rig_tool(name: &str) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let versions = std::fs::read_to_string(root.join("tests/testenv/versions.env")).unwrap();
+    let version = |key: &str| {
+        versions
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} in versions.env"))
+            .to_string()
+    };
+    let cache = std::env::var("STENCIL_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
+    let dir = match name {
+        "helm" => format!("helm-{}", version("HELM_VERSION")),
+        _ => format!("kubernetes-{}", version("KUBERNETES_VERSION")),
+    };
+    cache.join("bin").join(dir).join(name)
+}
+
+/// Runs a rig tool against the test cluster and returns its stdout; panics with its
+/// stderr on failure.
+pub fn run_tool(name: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(rig_tool(name))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig_path())
+        .output()
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A `stencil` process, killed when dropped; its output goes to a log file.
+pub struct Process {
+    pub child: std::process::Child,
+    pub log: std::path::PathBuf,
+    pub metrics: String,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Process {
+    /// What the process has logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GETs a path of its HTTP endpoint; `None` while it does not answer.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.ok()?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.ok()?;
+        let status = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Some((status, body))
+    }
+
+    /// The value of one metric sample, e.g. `leader_election_master_status{name="x"}`.
+    pub async fn metric(&self, sample: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics").await?;
+        body.lines().find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `stencil run` with `args` against `kubeconfig`, serving metrics on loopback.
+pub fn spawn_stencil(args: &[String], kubeconfig: &std::path::Path, log: std::path::PathBuf) -> Process {
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let file = std::fs::File::create(&log).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .arg("run")
+        .arg(format!("--metrics-addr={metrics}"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "stencil=info")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .expect("start stencil");
+    Process { child, log, metrics }
+}

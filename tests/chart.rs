@@ -1,0 +1,153 @@
+//! The Helm chart: `helm lint --strict` is clean, every `ci/` values file renders, the
+//! manifests hold what production needs, and the chart's generated copies are current.
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+fn chart() -> String {
+    format!("{}/charts/stencil", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn template(values: &str) -> Vec<Value> {
+    let text = common::run_tool(
+        "helm",
+        &[
+            "template",
+            "st",
+            &chart(),
+            "--namespace",
+            "stencil-system",
+            "-f",
+            values,
+        ],
+    );
+    stencil::yaml::documents(&text).unwrap_or_else(|e| panic!("{values}: {e}"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+#[test]
+fn helm_lint_is_clean() {
+    let out = common::run_tool("helm", &["lint", "--strict", &chart()]);
+    assert!(out.contains("0 chart(s) failed"), "{out}");
+}
+
+#[test]
+fn every_ci_values_file_renders_a_hardened_deployment() {
+    let mut files: Vec<_> = std::fs::read_dir(Path::new(&chart()).join("ci"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4);
+    for file in files {
+        let objects = template(file.to_str().unwrap());
+        let deploy = find(&objects, "Deployment")[0];
+        let pod = &deploy["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{file:?}");
+        assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true, "{file:?}");
+        assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+        assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+        assert!(container["resources"]["requests"]["memory"].is_string());
+        assert_eq!(container["image"], "stencil:0.1.0");
+        assert!(!find(&objects, "ServiceAccount").is_empty());
+        assert!(!find(&objects, "Service").is_empty());
+    }
+}
+
+#[test]
+fn two_replicas_turn_leader_election_on_with_a_lease_role() {
+    let objects = template(&format!("{}/ci/bundled-ha-values.yaml", chart()));
+    let deploy = find(&objects, "Deployment")[0];
+    let args: Vec<&str> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--leader-elect"), "{args:?}");
+    assert!(args.contains(&"--definitions=/etc/stencil/definitions"), "{args:?}");
+    let cm = find(&objects, "ConfigMap")[0];
+    assert!(
+        cm["data"]["bundled-database.yaml"]
+            .as_str()
+            .unwrap()
+            .contains("kind: OperatorDefinition")
+    );
+    let role = find(&objects, "ClusterRole")[0];
+    let rules = role["rules"].as_array().unwrap();
+    assert!(rules.iter().any(|r| r["resources"][0] == "leases"));
+    assert!(rules.iter().any(|r| r["resources"][0] == "statefulsets"));
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*")),
+        "generated RBAC has no wildcard"
+    );
+    assert_eq!(find(&objects, "ServiceMonitor").len(), 1);
+}
+
+#[test]
+fn watch_namespaces_use_roles() {
+    let objects = template(&format!("{}/ci/namespaced-values.yaml", chart()));
+    let roles = find(&objects, "Role");
+    let namespaces: Vec<&str> = roles
+        .iter()
+        .map(|r| r["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(namespaces, vec!["team-a", "team-b"]);
+    assert!(
+        roles[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"][0] == "configmaps")
+    );
+    let cluster = find(&objects, "ClusterRole")[0];
+    assert!(
+        !cluster["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"][0] == "configmaps")
+    );
+    let args = find(&objects, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].clone();
+    assert!(args.as_array().unwrap().iter().any(|a| a == "--namespace=team-a"));
+    assert!(args.as_array().unwrap().iter().any(|a| a == "--no-cluster-definitions"));
+}
+
+#[test]
+fn the_aggregate_mode_aggregates_labelled_cluster_roles() {
+    let objects = template(&format!("{}/ci/aggregate-values.yaml", chart()));
+    let roles = find(&objects, "ClusterRole");
+    assert!(roles.iter().any(
+        |r| r["aggregationRule"]["clusterRoleSelectors"][0]["matchLabels"]["stencil.dev/aggregate-to-stencil"]
+            == "true"
+    ));
+}
+
+#[test]
+fn the_chart_ships_the_current_operators_and_version() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(root.join("operators")).unwrap() {
+        let path = entry.unwrap().path();
+        let copy = root.join("charts/stencil/operators").join(path.file_name().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            std::fs::read_to_string(&copy).unwrap_or_default(),
+            "{copy:?} is stale; run `make chart`"
+        );
+    }
+    let chart = std::fs::read_to_string(root.join("charts/stencil/Chart.yaml")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        chart.contains(&format!("appVersion: \"{version}\"")),
+        "Chart.yaml appVersion must be {version}"
+    );
+}
