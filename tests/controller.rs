@@ -8,7 +8,9 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Stencil, TestNamespace, client, start_stencil, wait_established, wait_for};
+use common::{
+    CM, Stencil, TestNamespace, child, client, definition, start_stencil, unique_group, wait_established, wait_for,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -16,44 +18,6 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | required('spec.size is required') | quote }}";
-
-fn child(name: &str, template: &str) -> String {
-    let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
-    format!("    - name: {name}\n      template: |\n{body}")
-}
-
-fn definition(group: &str, children: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stencil.dev/v1alpha1
-kind: OperatorDefinition
-metadata:
-  name: widgets.{group}
-spec:
-  parent:
-    apiVersion: {group}/v1
-    kind: Widget
-  crd:
-    names: {{plural: widgets}}
-    versions:
-      - name: v1
-        served: true
-        storage: true
-        schema:
-          openAPIV3Schema:
-            type: object
-            properties:
-              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-{extra}  children:
-{children}"
-    )
-}
-
-fn unique_group() -> String {
-    format!("t{:08x}.stencil.dev", rand::random::<u32>())
-}
 
 /// A test's world: a namespace, a definitions directory and a running Stencil.
 struct World {

@@ -329,3 +329,45 @@ pub fn spawn_stencil(args: &[String], kubeconfig: &std::path::Path, log: std::pa
         .expect("start stencil");
     Process { child, log, metrics }
 }
+
+/// A ConfigMap child whose data follows `spec.size`.
+pub const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | required('spec.size is required') | quote }}";
+
+/// A child entry with `template`, indented for a definition.
+pub fn child(name: &str, template: &str) -> String {
+    let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
+    format!("    - name: {name}\n      template: |\n{body}")
+}
+
+/// A Widget definition in `group` with its CRD, `children` and `extra` spec fields.
+pub fn definition(group: &str, children: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: widgets.{group}
+spec:
+  parent:
+    apiVersion: {group}/v1
+    kind: Widget
+  crd:
+    names: {{plural: widgets}}
+    versions:
+      - name: v1
+        served: true
+        storage: true
+        schema:
+          openAPIV3Schema:
+            type: object
+            properties:
+              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+{extra}  children:
+{children}"
+    )
+}
+
+/// A group no other test uses.
+pub fn unique_group() -> String {
+    format!("t{:08x}.stencil.dev", rand::random::<u32>())
+}
