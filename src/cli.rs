@@ -108,9 +108,9 @@ pub struct RunArgs {
     /// How long the Lease is valid without renewal.
     #[arg(long, default_value = "15s", value_parser = seconds)]
     pub lease_duration: std::time::Duration,
-    /// How long the leader tries to renew before it gives the Lease up.
-    #[arg(long, default_value = "10s", value_parser = seconds)]
-    pub renew_deadline: std::time::Duration,
+    /// How often the leader renews the Lease; it has the rest of the Lease to succeed.
+    #[arg(long, default_value = "2s", value_parser = seconds)]
+    pub retry_period: std::time::Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -21,8 +21,8 @@ pub struct Settings {
     pub identity: String,
     /// How long a Lease is valid without renewal (15 s).
     pub lease_duration: Duration,
-    /// How long the leader keeps trying to renew before it gives up (10 s).
-    pub renew_deadline: Duration,
+    /// How often the leader renews the Lease (2 s).
+    pub retry_period: Duration,
 }
 
 /// A running election: `leader` turns true while this process holds the Lease.
@@ -36,10 +36,10 @@ impl Election {
     /// Joins the election.
     pub async fn start(client: Client, settings: &Settings) -> Result<Election, LeaseManagerError> {
         let duration = settings.lease_duration.as_secs().max(2);
-        // kube-lease-manager renews a grace period before expiry: the time left once the
-        // renew deadline has passed.
+        // kube-lease-manager renews once less than `grace` is left: renewing a retry
+        // period after each renewal gives the leader the rest of the Lease to succeed.
         let grace = duration
-            .saturating_sub(settings.renew_deadline.as_secs())
+            .saturating_sub(settings.retry_period.as_secs())
             .clamp(1, duration - 1);
         let manager = LeaseManagerBuilder::new(client, &settings.name)
             .with_namespace(&settings.namespace)

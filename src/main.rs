@@ -222,7 +222,7 @@ async fn run(args: RunArgs) -> Result<()> {
             name: args.leader_election_id.clone(),
             identity: std::env::var("POD_NAME").unwrap_or_else(|_| format!("stencil-{:08x}", rand::random::<u32>())),
             lease_duration: args.lease_duration,
-            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
         };
         let mut e = stencil::leader::Election::start(client.clone(), &settings)
             .await
