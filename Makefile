@@ -46,8 +46,21 @@ ifdef STENCIL_TEST_KUBECONFIG
 else
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --test '*' || status=$$?; \
+	if [ $$status = 0 ]; then $(MAKE) --no-print-directory bench-smoke || status=$$?; fi; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 endif
+
+.PHONY: bench
+bench: ## Benchmarks on the rig: BENCH_N (1000), BENCH_LATENCY_SAMPLES (200), BENCH_IDLE_SECONDS (300)
+	$(CARGO) build --locked --release --bin stencil
+	$(MAKE) --no-print-directory testenv-up
+	status=0; $(CARGO) bench --locked --bench rig || status=$$?; \
+	$(MAKE) --no-print-directory testenv-down; exit $$status
+
+.PHONY: bench-smoke
+bench-smoke: build ## A tiny benchmark run (N=20) on a running rig, so the harness cannot rot
+	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 \
+	STENCIL_BIN=$(STENCIL) $(CARGO) test --locked --bench rig
 
 .PHONY: testenv-build
 testenv-build: ## Build (or reuse) the rig's pinned upstream binaries

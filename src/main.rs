@@ -189,7 +189,7 @@ async fn run(args: RunArgs) -> Result<()> {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).init(),
         LogFormat::Text => logs.init(),
     }
-    let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let client = counting_client().await?;
     let cluster = !args.no_cluster_definitions;
     let health = stencil::http::Health::new(!args.definitions.is_empty(), cluster);
     let bound = stencil::http::serve(args.metrics_addr, health.clone()).await?;
@@ -258,6 +258,27 @@ async fn run(args: RunArgs) -> Result<()> {
         e.release().await;
     }
     outcome
+}
+
+/// The API client, counting every request by method in `rest_client_requests_total`.
+async fn counting_client() -> Result<kube::Client> {
+    let config = kube::Config::infer()
+        .await
+        .context("finding the cluster's configuration")?;
+    let count = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
+        let label = stencil::metrics::MethodLabel {
+            method: req.method().to_string(),
+        };
+        stencil::metrics::METRICS
+            .rest_client_requests_total
+            .get_or_create(&label)
+            .inc();
+        req
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("building the API client")?
+        .with_layer(&count)
+        .build())
 }
 
 async fn shutdown_signal() {

@@ -51,6 +51,13 @@ pub struct ApplyLabels {
     pub result: String,
 }
 
+/// `method` label of API requests.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    /// The HTTP method: GET, POST, PATCH, PUT, DELETE.
+    pub method: String,
+}
+
 /// `definition` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DefinitionLabel {
@@ -90,6 +97,8 @@ pub struct Metrics {
     pub apply_skipped_total: Family<DefinitionLabel, Counter>,
     /// Time spent rendering one parent.
     pub template_render_seconds: Family<DefinitionLabel, Histogram, fn() -> Histogram>,
+    /// Requests to the API server by method, as client-go's `rest_client_requests_total`.
+    pub rest_client_requests_total: Family<MethodLabel, Counter>,
     registry: Registry,
 }
 
@@ -109,6 +118,7 @@ impl Metrics {
             children_applied_total: Family::default(),
             apply_skipped_total: Family::default(),
             template_render_seconds: Family::new_with_constructor(seconds),
+            rest_client_requests_total: Family::default(),
             registry: Registry::default(),
         };
         let mut r = Registry::default();
@@ -164,6 +174,11 @@ impl Metrics {
             "stencil_template_render_seconds",
             "Time to render one parent",
             m.template_render_seconds.clone(),
+        );
+        r.register(
+            "rest_client_requests",
+            "API server requests by method",
+            m.rest_client_requests_total.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -101,6 +101,9 @@ impl World {
     }
 }
 
+/// Extra spec that makes parents carry the finalizer.
+const ORPHAN: &str = "  finalize:\n    deletionPolicy: Orphan\n";
+
 fn widgets(client: &Client, group: &str, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
     Api::namespaced_with(client.clone(), ns, &ar)
@@ -128,7 +131,10 @@ async fn children_follow_their_parent_and_the_parent_reports_ready() {
     let ready = w.wait_condition("a", "Ready", "True").await;
     assert_eq!(ready["observedGeneration"], 1);
     let parent = w.widgets().get("a").await.unwrap();
-    assert!(parent.finalizers().contains(&"stencil.dev/finalizer".to_string()));
+    assert!(
+        parent.finalizers().is_empty(),
+        "owned children need no finalizer: the garbage collector removes them"
+    );
 
     w.widgets()
         .patch(
@@ -236,11 +242,20 @@ async fn a_render_error_deletes_nothing_and_says_why() {
 
 #[tokio::test]
 async fn a_removed_definition_releases_its_parents() {
-    let w = World::new(&child("cm", CM), "").await;
+    // Orphaning needs the finalizer, so this parent carries one.
+    let w = World::new(&child("cm", CM), ORPHAN).await;
     w.create_widget("f", json!({"size": 1})).await;
     w.wait_condition("f", "Ready", "True").await;
-    std::fs::remove_file(w.file()).unwrap();
     let api = w.widgets();
+    assert!(
+        api.get("f")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == "stencil.dev/finalizer")
+    );
+    std::fs::remove_file(w.file()).unwrap();
     wait_for("the finalizer to be released", TIMEOUT, || async {
         let p = api.get("f").await.ok()?;
         (!p.finalizers().iter().any(|f| f == "stencil.dev/finalizer")).then_some(())
@@ -410,7 +425,7 @@ async fn operator_definition_resources_are_served_and_report_status() {
     common::install_crd(&client, &stencil::crd::operator_definition_crd()).await;
     let group = unique_group();
     let ns = TestNamespace::new(&client, "cr").await;
-    let text = definition(&group, &child("cm", CM), "");
+    let text = definition(&group, &child("cm", CM), ORPHAN);
     let resource: stencil::definition::OperatorDefinition = stencil::yaml::document(&text).unwrap();
     let defs: Api<stencil::definition::OperatorDefinition> = Api::all(client.clone());
     let name = format!("widgets.{group}");
@@ -468,7 +483,15 @@ async fn operator_definition_resources_are_served_and_report_status() {
             .any(|c| c.type_ == "Ready" && c.status == "True")
     );
 
-    // Deleting the definition releases the parent.
+    // Deleting the definition releases the parent, which carries the finalizer.
+    wait_for("the finalizer", TIMEOUT, || async {
+        let p = w_api.get("c").await.ok()?;
+        p.finalizers()
+            .iter()
+            .any(|f| f == "stencil.dev/finalizer")
+            .then_some(())
+    })
+    .await;
     defs.delete(&name, &DeleteParams::default()).await.unwrap();
     wait_for("the parent's finalizer to be released", TIMEOUT, || async {
         let p = w_api.get("c").await.ok()?;
@@ -519,7 +542,7 @@ async fn update_policies_on_create_and_recreate_for_immutable_fields() {
 
 #[tokio::test]
 async fn the_orphan_policy_keeps_children_and_strips_ownership() {
-    let w = World::new(&child("cm", CM), "  finalize:\n    deletionPolicy: Orphan\n").await;
+    let w = World::new(&child("cm", CM), ORPHAN).await;
     w.create_widget("o", json!({"size": 1})).await;
     w.wait_cm("o-cm", "created", size_is("1")).await;
     w.widgets().delete("o", &DeleteParams::default()).await.unwrap();

@@ -15,18 +15,39 @@ fn has_finalizer(obj: &DynamicObject) -> bool {
     obj.finalizers().iter().any(|f| f == labels::FINALIZER)
 }
 
-/// Sets the parent's finalizers, guarded by its resourceVersion.
-async fn set_finalizers(ctx: &Context, parent: &DynamicObject, finalizers: Vec<String>) -> Result<(), ReconcileError> {
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": parent.resource_version()}});
-    ctx.parent_api(parent)
-        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|source| ReconcileError::Kube {
-            action: "update finalizers of",
-            object: describe(&to_json(parent)),
-            source,
-        })?;
+/// Rewrites the parent's finalizers with `edit`, guarded by its resourceVersion; on a
+/// conflict the parent is read again and the edit retried, so a stale cache costs one
+/// round trip instead of a requeue.
+async fn edit_finalizers(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    edit: impl Fn(&[String]) -> Option<Vec<String>>,
+) -> Result<(), kube::Error> {
+    let mut current = parent.clone();
+    for attempt in 0..3 {
+        let Some(finalizers) = edit(current.finalizers()) else {
+            return Ok(());
+        };
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": current.resource_version()}});
+        match api
+            .patch(&current.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < 2 => current = api.get(&current.name_any()).await?,
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+            other => return other.map(|_| ()),
+        }
+    }
     Ok(())
+}
+
+/// Whether a desired child carries its parent's controller ownerReference, so the garbage
+/// collector deletes it with the parent.
+pub(super) fn owned_by_parent(child: &Value) -> bool {
+    child
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|refs| refs.iter().any(|r| r.get("controller") == Some(&Value::Bool(true))))
 }
 
 /// Adds the finalizer when it is missing.
@@ -34,26 +55,30 @@ pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), 
     if has_finalizer(parent) {
         return Ok(());
     }
-    let mut finalizers = parent.finalizers().to_vec();
-    finalizers.push(labels::FINALIZER.to_string());
-    set_finalizers(ctx, parent, finalizers).await
+    let add = |f: &[String]| {
+        (!f.iter().any(|x| x == labels::FINALIZER)).then(|| {
+            let mut all = f.to_vec();
+            all.push(labels::FINALIZER.to_string());
+            all
+        })
+    };
+    edit_finalizers(&ctx.parent_api(parent), parent, add)
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "update finalizers of",
+            object: describe(&to_json(parent)),
+            source,
+        })
 }
 
 /// Removes Stencil's finalizer from a parent, leaving any other.
 pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result<(), kube::Error> {
-    if !has_finalizer(parent) {
-        return Ok(());
-    }
-    let rest: Vec<String> = parent
-        .finalizers()
-        .iter()
-        .filter(|f| *f != labels::FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": rest, "resourceVersion": parent.resource_version()}});
-    api.patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
+    let remove = |f: &[String]| {
+        f.iter()
+            .any(|x| x == labels::FINALIZER)
+            .then(|| f.iter().filter(|x| *x != labels::FINALIZER).cloned().collect())
+    };
+    edit_finalizers(api, parent, remove).await
 }
 
 /// Cleans up after a deleted parent, then releases it.

@@ -28,6 +28,9 @@ use crate::metrics::{self, METRICS};
 use crate::render::{self, RenderInput};
 use crate::watch::SharedWatch;
 
+/// Children of one parent applied at once.
+const APPLY_CONCURRENCY: usize = 8;
+
 /// Default seconds between resyncs when a definition sets none.
 pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
 
@@ -293,7 +296,6 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     if parent.metadata.deletion_timestamp.is_some() {
         return finalize::run(ctx, parent).await;
     }
-    finalize::ensure(ctx, parent).await?;
     let parent_json = to_json(parent);
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let observed_objects = ctx.observed(&uid);
@@ -331,9 +333,20 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         waiting = out.waiting.len(),
         "rendered"
     );
+    // The garbage collector removes children that carry the parent's ownerReference; the
+    // finalizer is needed only for the others, and to orphan children on deletion.
+    let orphaning = ctx.def.spec.finalize.deletion_policy == crate::definition::DeletionPolicy::Orphan;
+    if orphaning || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
+        finalize::ensure(ctx, parent).await?;
+    }
+    // Children that are rendered together do not depend on each other (dependsOn holds
+    // a child back until its dependencies are ready), so they are applied concurrently.
     let mut requeue_soon = false;
-    for child in &out.children {
-        requeue_soon |= apply::child(ctx, parent, child).await?;
+    for batch in out.children.chunks(APPLY_CONCURRENCY) {
+        let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
+        for result in futures::future::join_all(applies).await {
+            requeue_soon |= result?;
+        }
     }
     prune::run(ctx, parent, &out, &observed_objects).await?;
     status::write(ctx, parent, &out.status).await?;

@@ -1,0 +1,623 @@
+//! `make bench`: Stencil against the API server's own limit on the rig. Measures
+//! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
+//! (B4), CPU (B5), restart (B6) and deletion (B7), and a plain kube client making the same
+//! writes. Sizes come from BENCH_N, BENCH_LATENCY_SAMPLES and BENCH_IDLE_SECONDS; results
+//! go to stdout, target/bench/results.md and target/bench/results.json.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Config};
+use serde_json::{Value, json};
+
+const GROUP: &str = "bench.stencil.dev";
+const PLAIN_CONCURRENCY: usize = 32;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubeconfig_path() -> PathBuf {
+    std::env::var("STENCIL_TEST_KUBECONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/testenv/kubeconfig"))
+}
+
+async fn admin() -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig_path()).expect("a kubeconfig: run `make testenv-up`");
+    Client::try_from(
+        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+fn definition(resync: u64) -> String {
+    format!(
+        r#"apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: apps.{GROUP}
+spec:
+  parent: {{apiVersion: {GROUP}/v1, kind: App}}
+  crd:
+    names: {{plural: apps}}
+    versions:
+      - name: v1
+        served: true
+        storage: true
+        schema:
+          openAPIV3Schema:
+            type: object
+            properties:
+              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+  resyncSeconds: {resync}
+  children:
+    - name: config
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{{{ parent.metadata.name }}}}
+        data:
+          greeting: {{{{ parent.spec.greeting | quote }}}}
+    - name: service
+      template: |
+        apiVersion: v1
+        kind: Service
+        metadata:
+          name: {{{{ parent.metadata.name }}}}
+        spec:
+          selector: {{app: {{{{ parent.metadata.name }}}}}}
+          ports: [{{port: 80}}]
+    - name: deployment
+      template: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata:
+          name: {{{{ parent.metadata.name }}}}
+        spec:
+          replicas: 1
+          selector: {{matchLabels: {{app: {{{{ parent.metadata.name }}}}}}}}
+          template:
+            metadata: {{labels: {{app: {{{{ parent.metadata.name }}}}}}}}
+            spec:
+              containers: [{{name: app, image: nginx}}]
+"#
+    )
+}
+
+/// A non-admin identity: a ServiceAccount bound to what `stencil rbac` derives, so API
+/// Priority and Fairness applies as it would in production.
+async fn service_account_kubeconfig(client: &Client, defs: &Path, dir: &Path) -> PathBuf {
+    let ns = "stencil-bench";
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let _ = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let _ = sas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "stencil"}})).unwrap(),
+        )
+        .await;
+    let rbac = Command::new(stencil_bin())
+        .args([
+            "rbac",
+            "--definitions",
+            defs.to_str().unwrap(),
+            "--no-cluster-definitions",
+            "--name",
+            "stencil-bench",
+            "--service-account",
+            "stencil-bench/stencil",
+        ])
+        .output()
+        .unwrap();
+    assert!(rbac.status.success(), "{}", String::from_utf8_lossy(&rbac.stderr));
+    for obj in stencil::yaml::documents::<Value>(&String::from_utf8(rbac.stdout).unwrap()).unwrap() {
+        let kind = obj["kind"].as_str().unwrap();
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), &plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(&obj))
+            .await
+            .unwrap();
+    }
+    let tr: TokenRequest = serde_json::from_value(json!({"spec": {"expirationSeconds": 86400}})).unwrap();
+    let token: TokenRequest = sas
+        .create_subresource("token", "stencil", &PostParams::default(), &tr)
+        .await
+        .unwrap();
+    let token = token.status.and_then(|s| s.token).expect("a token");
+    let mut kc = Kubeconfig::read_from(kubeconfig_path()).unwrap();
+    for auth in &mut kc.auth_infos {
+        if let Some(info) = auth.auth_info.as_mut() {
+            info.client_certificate = None;
+            info.client_key = None;
+            info.client_certificate_data = None;
+            info.client_key_data = None;
+            info.token = Some(token.clone().into());
+        }
+    }
+    let path = dir.join("bench-kubeconfig.yaml");
+    std::fs::write(&path, stencil::yaml::to_string(&kc).unwrap()).unwrap();
+    path
+}
+
+fn stencil_bin() -> PathBuf {
+    std::env::var("STENCIL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/release/stencil"))
+}
+
+struct Stencil {
+    child: Child,
+    metrics: String,
+}
+
+impl Stencil {
+    fn start(defs: &Path, kubeconfig: &Path, log: &Path) -> Stencil {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let metrics = format!("127.0.0.1:{port}");
+        let file = std::fs::File::create(log).unwrap();
+        let child = Command::new(stencil_bin())
+            .args(["run", "--no-cluster-definitions", "--concurrency", "32"])
+            .arg(format!("--definitions={}", defs.display()))
+            .arg(format!("--metrics-addr={metrics}"))
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "stencil=warn")
+            .stdout(Stdio::from(file.try_clone().unwrap()))
+            .stderr(Stdio::from(file))
+            .spawn()
+            .expect("start stencil");
+        Stencil { child, metrics }
+    }
+
+    /// Sum of every sample of a metric whose line starts with `prefix`.
+    async fn metric(&self, prefix: &str) -> f64 {
+        let Ok(body) = http_get(&self.metrics, "/metrics").await else {
+            return 0.0;
+        };
+        body.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    async fn writes(&self) -> f64 {
+        let total = self.metric("rest_client_requests_total").await;
+        total - self.metric("rest_client_requests_total{method=\"GET\"}").await
+    }
+
+    fn rss_kib(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k)?.split_whitespace().next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, r)| r.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks: f64 = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+            + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+        ticks / 100.0
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http_get(addr: &str, path: &str) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await?;
+    Ok(out)
+}
+
+async fn until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    start.elapsed()
+}
+
+fn apps(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", "App"), "apps");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn app(name: &str) -> DynamicObject {
+    serde_json::from_value(
+        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "App", "metadata": {"name": name},
+        "spec": {"greeting": "hello"}}),
+    )
+    .unwrap()
+}
+
+async fn create_parents(api: &Api<DynamicObject>, names: &[String]) {
+    futures::stream::iter(names.iter().cloned())
+        .map(|n| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &app(&n)).await.map(|_| ()) }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create parents");
+}
+
+async fn count_ready(api: &Api<DynamicObject>) -> usize {
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    list.iter()
+        .filter(|a| {
+            a.data
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+        .count()
+}
+
+async fn count_children(client: &Client, ns: &str) -> usize {
+    let lp = ListParams::default().labels("app.kubernetes.io/managed-by=stencil");
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0);
+    let deps = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0);
+    let svcs = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0);
+    cms + deps + svcs
+}
+
+async fn namespace(client: &Client, name: &str) {
+    // Parents left by an interrupted run may hold Stencil's finalizer with no Stencil to
+    // release it.
+    let leftovers = apps(client, name);
+    if let Ok(list) = leftovers.list(&ListParams::default()).await {
+        for a in list.items {
+            let patch = json!({"metadata": {"finalizers": null}});
+            let _ = leftovers
+                .patch(
+                    &a.metadata.name.unwrap_or_default(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await;
+        }
+    }
+    let api: Api<Namespace> = Api::all(client.clone());
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    until(&format!("namespace {name} to go"), Duration::from_secs(300), || async {
+        matches!(api.get_opt(name).await, Ok(None))
+    })
+    .await;
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+/// The limit: the same creates and status writes from a plain client.
+async fn plain_client(client: &Client, n: usize) -> Duration {
+    let ns = "bench-plain";
+    namespace(client, ns).await;
+    let started = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let client = client.clone();
+            async move {
+                let name = format!("plain-{i}");
+                let parents = apps(&client, ns);
+                parents.create(&PostParams::default(), &app(&name)).await?;
+                let pp = PostParams::default();
+                let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"greeting": "hello"}})).unwrap();
+                Api::<ConfigMap>::namespaced(client.clone(), ns).create(&pp, &cm).await?;
+                let svc = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}})).unwrap();
+                Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
+                let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": 1,
+                    "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})).unwrap();
+                Api::<Deployment>::namespaced(client.clone(), ns).create(&pp, &dep).await?;
+                let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Plain", "message": ""}]}});
+                parents.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("plain client writes");
+    let elapsed = started.elapsed();
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let _ = nss.delete(ns, &DeleteParams::default()).await;
+    elapsed
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Sequential create → all three children exist, in milliseconds.
+async fn latency(client: &Client, ns: &str, samples: usize, prefix: &str) -> Vec<Duration> {
+    let api = apps(client, ns);
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
+    let deps = Api::<Deployment>::namespaced(client.clone(), ns);
+    let svcs = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns);
+    let mut out = Vec::new();
+    for i in 0..samples {
+        let name = format!("{prefix}-{i}");
+        let started = Instant::now();
+        api.create(&PostParams::default(), &app(&name)).await.unwrap();
+        loop {
+            let all = matches!(cms.get_opt(&name).await, Ok(Some(_)))
+                && matches!(deps.get_opt(&name).await, Ok(Some(_)))
+                && matches!(svcs.get_opt(&name).await, Ok(Some(_)));
+            if all {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{name} never got its children"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        out.push(started.elapsed());
+    }
+    out.sort();
+    out
+}
+
+#[tokio::main]
+async fn main() {
+    let n = env_or("BENCH_N", 1000) as usize;
+    let samples = env_or("BENCH_LATENCY_SAMPLES", 200) as usize;
+    let idle = env_or("BENCH_IDLE_SECONDS", 300);
+    let resync = env_or("BENCH_RESYNC_SECONDS", 30);
+    let client = admin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("definitions");
+    std::fs::create_dir(&defs).unwrap();
+    std::fs::write(defs.join("apps.yaml"), definition(resync)).unwrap();
+    let sa_kubeconfig = service_account_kubeconfig(&client, &defs, dir.path()).await;
+    let ns = "bench";
+    namespace(&client, ns).await;
+    let log = root().join("target/bench/stencil.log");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    let mut results: BTreeMap<&str, Value> = BTreeMap::new();
+    results.insert("n", json!(n));
+
+    let stencil = Stencil::start(&defs, &sa_kubeconfig, &log);
+    let api = apps(&client, ns);
+    until("the App kind to be served", Duration::from_secs(120), || async {
+        api.list(&ListParams::default().limit(1)).await.is_ok()
+    })
+    .await;
+    until("Stencil to serve the definition", Duration::from_secs(60), || async {
+        stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0
+    })
+    .await;
+
+    // B2 idle latency.
+    let idle_latency = latency(&client, ns, samples, "lat").await;
+    results.insert(
+        "b2_idle_p50_ms",
+        json!(percentile(&idle_latency, 0.5).as_secs_f64() * 1000.0),
+    );
+    results.insert(
+        "b2_idle_p99_ms",
+        json!(percentile(&idle_latency, 0.99).as_secs_f64() * 1000.0),
+    );
+
+    // B1 convergence, with B4/B5 sampled.
+    let names: Vec<String> = (0..n).map(|i| format!("app-{i}")).collect();
+    let cpu_before = stencil.cpu_seconds();
+    let started = Instant::now();
+    create_parents(&api, &names).await;
+    let total_parents = n + samples;
+    let converge = until("convergence", Duration::from_secs(3600), || async {
+        count_children(&client, ns).await >= 3 * total_parents && count_ready(&api).await >= total_parents
+    })
+    .await;
+    let _ = started;
+    let cpu = stencil.cpu_seconds() - cpu_before;
+    let (rss, peak) = stencil.rss_kib();
+    results.insert("b1_converge_s", json!(converge.as_secs_f64()));
+    results.insert("b4_rss_mib", json!(rss as f64 / 1024.0));
+    results.insert("b4_peak_mib", json!(peak as f64 / 1024.0));
+    results.insert("b5_cpu_s_per_1k", json!(cpu * 1000.0 / n as f64));
+
+    // B3 steady state: an idle window spanning resyncs; writes must be zero.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let writes_before = stencil.writes().await;
+    let cpu_idle_before = stencil.cpu_seconds();
+    let reconciles_before = stencil.metric("controller_runtime_reconcile_total").await;
+    tokio::time::sleep(Duration::from_secs(idle)).await;
+    results.insert("b3_idle_s", json!(idle));
+    results.insert("b3_writes", json!(stencil.writes().await - writes_before));
+    results.insert(
+        "b3_reconciles",
+        json!(stencil.metric("controller_runtime_reconcile_total").await - reconciles_before),
+    );
+    results.insert(
+        "b5_idle_cpu_percent",
+        json!((stencil.cpu_seconds() - cpu_idle_before) * 100.0 / idle as f64),
+    );
+    results.insert("b4_steady_rss_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
+    stencil.stop();
+
+    // B6 restart with everything in place.
+    let restarted = Stencil::start(&defs, &sa_kubeconfig, &log);
+    let first = until(
+        "the first reconcile after a restart",
+        Duration::from_secs(300),
+        || async { restarted.metric("controller_runtime_reconcile_total").await >= 1.0 },
+    )
+    .await;
+    until(
+        "every parent reconciled after the restart",
+        Duration::from_secs(600),
+        || async { restarted.metric("controller_runtime_reconcile_total").await >= total_parents as f64 },
+    )
+    .await;
+    results.insert("b6_first_reconcile_s", json!(first.as_secs_f64()));
+    results.insert("b6_writes", json!(restarted.writes().await));
+
+    // B7 deletion.
+    let started = Instant::now();
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .unwrap();
+    until(
+        "every parent and child to be gone",
+        Duration::from_secs(1800),
+        || async {
+            count_children(&client, ns).await == 0
+                && api
+                    .list(&ListParams::default().limit(1))
+                    .await
+                    .is_ok_and(|l| l.items.is_empty())
+        },
+    )
+    .await;
+    results.insert("b7_delete_s", json!(started.elapsed().as_secs_f64()));
+    restarted.stop();
+
+    // The limit: the same writes from a plain client.
+    let plain = plain_client(&client, n).await;
+    results.insert("limit_plain_s", json!(plain.as_secs_f64()));
+    results.insert("b1_ratio", json!(converge.as_secs_f64() / plain.as_secs_f64()));
+    results.insert(
+        "etcd",
+        json!("kwokctl binary runtime defaults: etcd with fsync on, one member, loopback"),
+    );
+
+    report(&results);
+}
+
+fn report(r: &BTreeMap<&str, Value>) {
+    let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let rows = [
+        (
+            "B1 converge N parents x 3 children",
+            format!("{:.1} s", f("b1_converge_s")),
+            format!("{:.2}x the plain client ({:.1} s)", f("b1_ratio"), f("limit_plain_s")),
+            "<= 1.25x",
+        ),
+        (
+            "B2 create -> children, idle",
+            format!("p50 {:.0} ms, p99 {:.0} ms", f("b2_idle_p50_ms"), f("b2_idle_p99_ms")),
+            String::new(),
+            "p50 < 50 ms",
+        ),
+        (
+            "B3 steady state writes",
+            format!("{} in {} s", f("b3_writes"), f("b3_idle_s")),
+            format!("{} reconciles (resyncs)", f("b3_reconciles")),
+            "0",
+        ),
+        (
+            "B4 RSS",
+            format!(
+                "{:.1} MiB steady, {:.1} MiB peak",
+                f("b4_steady_rss_mib"),
+                f("b4_peak_mib")
+            ),
+            String::new(),
+            "< 64 MiB at 1k",
+        ),
+        (
+            "B5 CPU",
+            format!("{:.1} s per 1k parents", f("b5_cpu_s_per_1k")),
+            format!("{:.2} % idle", f("b5_idle_cpu_percent")),
+            "",
+        ),
+        (
+            "B6 restart",
+            format!("first reconcile {:.2} s", f("b6_first_reconcile_s")),
+            format!("{} writes", f("b6_writes")),
+            "0 writes",
+        ),
+        (
+            "B7 delete every parent",
+            format!("{:.1} s until the children are gone", f("b7_delete_s")),
+            String::new(),
+            "",
+        ),
+    ];
+    let mut md = format!(
+        "N = {}\n\n| benchmark | Stencil | compared | target |\n|---|---|---|---|\n",
+        r["n"]
+    );
+    for (name, value, compared, target) in rows {
+        md.push_str(&format!("| {name} | {value} | {compared} | {target} |\n"));
+    }
+    println!("{md}");
+    let dir = root().join("target/bench");
+    std::fs::write(dir.join("results.md"), &md).unwrap();
+    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(r).unwrap()).unwrap();
+}
