@@ -83,6 +83,7 @@ spec:
         metadata:
           name: {{{{ parent.metadata.name }}}}
         spec:
+          clusterIP: None
           selector: {{app: {{{{ parent.metadata.name }}}}}}
           ports: [{{port: 80}}]
     - name: deployment
@@ -374,7 +375,7 @@ async fn plain_client(client: &Client, n: usize) -> Duration {
                 let pp = PostParams::default();
                 let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"greeting": "hello"}})).unwrap();
                 Api::<ConfigMap>::namespaced(client.clone(), ns).create(&pp, &cm).await?;
-                let svc = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}})).unwrap();
+                let svc = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}})).unwrap();
                 Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
                 let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": 1,
                     "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},

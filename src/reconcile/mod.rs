@@ -345,7 +345,17 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     for batch in out.children.chunks(APPLY_CONCURRENCY) {
         let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
         for result in futures::future::join_all(applies).await {
-            requeue_soon |= result?;
+            match result {
+                Ok(soon) => requeue_soon |= soon,
+                Err(e) => {
+                    // The parent says why it is not Ready; the error is retried with backoff.
+                    let failed = status::apply_failed(&out.status, &e.to_string());
+                    if let Err(status_error) = status::write(ctx, parent, &failed).await {
+                        tracing::warn!(error = %status_error, "could not write the status");
+                    }
+                    return Err(e);
+                }
+            }
         }
     }
     prune::run(ctx, parent, &out, &observed_objects).await?;

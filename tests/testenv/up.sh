@@ -60,8 +60,8 @@ metadata:
   annotations: {kwok.x-k8s.io/node: fake}
   labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux}
 status:
-  allocatable: {cpu: "32", memory: 256Gi, pods: "250"}
-  capacity: {cpu: "32", memory: 256Gi, pods: "250"}
+  allocatable: {cpu: "1000", memory: 4Ti, pods: "2000"}
+  capacity: {cpu: "1000", memory: 4Ti, pods: "2000"}
 YAML
 done | kubectl apply -f - >/dev/null
 
