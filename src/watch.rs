@@ -2,14 +2,14 @@
 //! that uses the kind. kube's shared reflectors do not take DynamicObject, so each watch
 //! keeps its own store and fans its events out to subscribers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
@@ -36,6 +36,37 @@ pub struct SharedWatch {
     pub store: Store<DynamicObject>,
     subscribers: Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>,
     last_error: Mutex<Option<String>>,
+    /// Objects by their `stencil.dev/parent-uid` label, so a reconcile finds a parent's
+    /// children without scanning the store.
+    by_parent: Mutex<ParentIndex>,
+}
+
+/// Object keys by parent UID, and each object's parent UID.
+#[derive(Default)]
+struct ParentIndex {
+    children: HashMap<String, HashSet<ObjectRef<DynamicObject>>>,
+    parent_of: HashMap<ObjectRef<DynamicObject>, String>,
+}
+
+impl ParentIndex {
+    fn remove(&mut self, key: &ObjectRef<DynamicObject>) {
+        if let Some(uid) = self.parent_of.remove(key)
+            && let Some(set) = self.children.get_mut(&uid)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.children.remove(&uid);
+            }
+        }
+    }
+
+    fn insert(&mut self, key: ObjectRef<DynamicObject>, obj: &DynamicObject) {
+        self.remove(&key);
+        if let Some(uid) = obj.metadata.labels.as_ref().and_then(|l| l.get(labels::PARENT_UID)) {
+            self.children.entry(uid.clone()).or_default().insert(key.clone());
+            self.parent_of.insert(key, uid.clone());
+        }
+    }
 }
 
 impl SharedWatch {
@@ -53,6 +84,37 @@ impl SharedWatch {
     /// Why the watch is failing, if it is: a forbidden list or watch names the missing rule.
     pub fn error(&self) -> Option<String> {
         self.last_error.lock().expect("error lock").clone()
+    }
+
+    /// The objects labelled with this parent UID.
+    pub fn children_of(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+        let keys: Vec<ObjectRef<DynamicObject>> = self
+            .by_parent
+            .lock()
+            .expect("index lock")
+            .children
+            .get(uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default();
+        keys.iter().filter_map(|k| self.store.get(k)).collect()
+    }
+
+    /// Keeps the parent index in step with one watch event.
+    fn index(&self, event: &Event<DynamicObject>) {
+        let key = |o: &DynamicObject| ObjectRef::from_obj_with(o, self.resolved.resource.clone());
+        let mut index = self.by_parent.lock().expect("index lock");
+        match event {
+            Event::Apply(o) | Event::InitApply(o) => index.insert(key(o), o),
+            Event::Delete(o) => index.remove(&key(o)),
+            Event::Init => {}
+            // A relist may have dropped objects deleted meanwhile: rebuild from the store.
+            Event::InitDone => {
+                *index = ParentIndex::default();
+                for o in self.store.state() {
+                    index.insert(key(&o), &o);
+                }
+            }
+        }
     }
 
     fn set_error(&self, error: Option<String>) {
@@ -105,6 +167,7 @@ impl Watches {
                 store: store.clone(),
                 subscribers: Mutex::new(Vec::new()),
                 last_error: Mutex::new(None),
+                by_parent: Mutex::new(ParentIndex::default()),
             });
             running.insert(key, shared.clone());
             crate::metrics::METRICS.watched_kinds.set(running.len() as i64);
@@ -153,6 +216,7 @@ impl Watches {
                     Ok(event) => {
                         fan_out.set_error(None);
                         writer.apply_watcher_event(&event);
+                        fan_out.index(&event);
                         match &event {
                             Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => fan_out.publish(o),
                             Event::Init | Event::InitDone => {}

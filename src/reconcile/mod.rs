@@ -220,13 +220,7 @@ impl Context {
 
     /// Every live child of a parent, found by the parent-uid label.
     fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
-        self.children
-            .iter()
-            .flat_map(|w| {
-                w.store
-                    .state_filter(|o| o.labels().get(labels::PARENT_UID).map(String::as_str) == Some(uid))
-            })
-            .collect()
+        self.children.iter().flat_map(|w| w.children_of(uid)).collect()
     }
 }
 
