@@ -21,7 +21,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::compile::CompiledDefinition;
-use crate::gvk::Scopes;
 use crate::render::{self, RenderInput};
 use crate::{labels, yaml};
 
@@ -110,21 +109,6 @@ pub fn observed_by_child(objects: Vec<Value>) -> Result<BTreeMap<String, Vec<Val
         by_child.entry(child.to_string()).or_default().push(obj);
     }
     Ok(by_child)
-}
-
-/// Scopes that know the parent kinds these definitions install.
-pub fn scopes_for(defs: &[CompiledDefinition]) -> Scopes {
-    let mut scopes = Scopes::default();
-    for def in defs {
-        if let Some(crd) = &def.spec.crd {
-            scopes.insert(
-                &def.parent.group,
-                &def.parent.kind,
-                crd.scope == crate::definition::CrdScope::Namespaced,
-            );
-        }
-    }
-    scopes
 }
 
 /// Picks the one definition a command means: the named one, or the only one.
@@ -217,7 +201,7 @@ pub fn render_offline(
     observed: &BTreeMap<String, Vec<Value>>,
     lookup_objects: &[Value],
 ) -> Result<render::RenderOutput, render::RenderFailure> {
-    let scopes = scopes_for(loaded);
+    let scopes = crate::compile::scopes(loaded);
     let requests = render::lookup_requests(def, parent, &scopes)?;
     let lookups = render::match_lookups(&requests, lookup_objects);
     render::render(

@@ -301,7 +301,7 @@ fn rbac_cmd(args: &RbacArgs) -> Result<ExitCode> {
         cluster_definitions: !args.no_cluster_definitions,
         name: args.name.clone(),
     };
-    let scopes = golden::scopes_for(&loaded.definitions);
+    let scopes = stencil::compile::scopes(&loaded.definitions);
     let needs = stencil::rbac::needs(&loaded.definitions, &scopes, &options);
     if args.format == RbacFormat::Values {
         let values = serde_json::json!({"rbac": {

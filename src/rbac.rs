@@ -292,7 +292,7 @@ mod tests {
             name: "stencil".into(),
             ..Options::default()
         };
-        let n = needs(&defs, &crate::golden::scopes_for(&defs), &options);
+        let n = needs(&defs, &crate::compile::scopes(&defs), &options);
         let generated = crate::yaml::to_string(&json!({"rbac": {
             "clusterRules": n.cluster.policy_rules(),
             "namespacedRules": n.namespaced.policy_rules(),
@@ -318,7 +318,7 @@ mod tests {
     #[test]
     fn the_bundled_operators_need_exactly_these_verbs() {
         let defs = bundled();
-        let scopes = crate::golden::scopes_for(&defs);
+        let scopes = crate::compile::scopes(&defs);
         let options = Options {
             cluster_definitions: true,
             name: "stencil".into(),
@@ -360,7 +360,7 @@ mod tests {
     #[test]
     fn namespaces_move_namespaced_kinds_into_roles() {
         let defs = bundled();
-        let scopes = crate::golden::scopes_for(&defs);
+        let scopes = crate::compile::scopes(&defs);
         let options = Options {
             namespaces: vec!["a".into(), "b".into()],
             leader_election: true,

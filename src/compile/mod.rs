@@ -109,6 +109,19 @@ impl CompiledDefinition {
     }
 }
 
+/// Scopes that know the parent kinds these definitions install with `spec.crd`, for
+/// commands that run without discovery.
+pub fn scopes(defs: &[CompiledDefinition]) -> crate::gvk::Scopes {
+    let mut scopes = crate::gvk::Scopes::default();
+    for def in defs {
+        if let Some(crd) = &def.spec.crd {
+            let namespaced = crd.scope == crate::definition::CrdScope::Namespaced;
+            scopes.insert(&def.parent.group, &def.parent.kind, namespaced);
+        }
+    }
+    scopes
+}
+
 /// Template names inside a definition's environment.
 pub(crate) mod names {
     /// The template of child `name`.

@@ -12,16 +12,20 @@ use crate::labels;
 use crate::metrics::{self, METRICS};
 use crate::render::DesiredChild;
 
-fn api_for(ctx: &Context, obj: &Value) -> Result<(Api<DynamicObject>, ObjectRef<DynamicObject>), ReconcileError> {
+/// Where a desired child lives: its kind's API, its key and its live state.
+struct Located {
+    api: Api<DynamicObject>,
+    name: String,
+    live: Option<Value>,
+}
+
+/// Finds a desired child through its kind's watch.
+fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-    let watch = ctx.child_watch(api_version, kind).ok_or_else(|| {
-        ReconcileError::UnknownKind(crate::gvk::Gvk::parse(api_version, kind).unwrap_or(crate::gvk::Gvk {
-            group: String::new(),
-            version: String::new(),
-            kind: kind.to_string(),
-        }))
-    })?;
+    let watch = ctx
+        .child_watch(api_version, kind)
+        .ok_or_else(|| ReconcileError::UnknownKind(format!("{api_version}/{kind}")))?;
     let ar = &watch.resolved.resource;
     let name = obj
         .pointer("/metadata/name")
@@ -35,21 +39,20 @@ fn api_for(ctx: &Context, obj: &Value) -> Result<(Api<DynamicObject>, ObjectRef<
         }
         None => Api::all_with(ctx.client.clone(), ar),
     };
-    Ok((api, oref))
+    let live = watch.store.get(&oref).map(|o| to_json(&o));
+    Ok(Located {
+        api,
+        name: oref.name,
+        live,
+    })
 }
 
 /// Brings one child in line. Returns true when the parent should be reconciled again
 /// soon (a Recreate deleted the old object).
 pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &DesiredChild) -> Result<bool, ReconcileError> {
     let (desired, hash) = diff::with_hash(child.object.clone());
-    let (api, oref) = api_for(ctx, &desired)?;
-    let watch = ctx.child_watch(
-        desired["apiVersion"].as_str().unwrap_or_default(),
-        desired["kind"].as_str().unwrap_or_default(),
-    );
-    let live = watch.and_then(|w| w.store.get(&oref)).map(|o| to_json(&o));
+    let Located { api, name, live } = locate(ctx, &desired)?;
     let what = describe(&desired);
-    let name = oref.name.clone();
     let kube_err = |action: &'static str| {
         let object = what.clone();
         move |source| ReconcileError::Kube { action, object, source }

@@ -48,9 +48,9 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
-    /// A rendered child has a kind this controller does not watch.
+    /// A rendered child has a kind this controller does not watch (`apiVersion/kind`).
     #[error("child kind {0} is not watched")]
-    UnknownKind(Gvk),
+    UnknownKind(String),
     /// Children are still being deleted; not an error, a wait.
     #[error("waiting for {0}")]
     Waiting(String),
