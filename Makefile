@@ -50,16 +50,25 @@ else
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 endif
 
+.PHONY: test-faults
+test-faults: ## The whole fault suite: 10 min of fuzzing, every crash point, 5 s and 60 s API server outages
+	STENCIL_FUZZ_SECONDS=200 $(CARGO) test --locked --release --lib fuzz -- --nocapture --test-threads=1
+	$(MAKE) --no-print-directory testenv-up
+	status=0; STENCIL_FAULTS=full STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) \
+	  $(CARGO) test --locked --test faults --test apiserver_faults -- --nocapture || status=$$?; \
+	$(MAKE) --no-print-directory testenv-down; exit $$status
+
 .PHONY: bench
 bench: ## Benchmarks on the rig: BENCH_N (1000), BENCH_LATENCY_SAMPLES (200), BENCH_IDLE_SECONDS (300)
 	$(CARGO) build --locked --release --bin stencil
+	$(TESTENV)/build.sh kro
 	$(MAKE) --no-print-directory testenv-up
 	status=0; $(CARGO) bench --locked --bench rig || status=$$?; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 
 .PHONY: bench-smoke
 bench-smoke: build ## A tiny benchmark run (N=20) on a running rig, so the harness cannot rot
-	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 \
+	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 BENCH_KRO=0 \
 	STENCIL_BIN=$(STENCIL) $(CARGO) test --locked --bench rig
 
 .PHONY: testenv-build

@@ -22,6 +22,29 @@ use serde_json::{Value, json};
 const GROUP: &str = "bench.stencil.dev";
 const PLAIN_CONCURRENCY: usize = 32;
 
+/// A parent kind: Stencil's App, or the equivalent kro instance kind.
+#[derive(Clone, Copy)]
+struct Parents {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+}
+
+const APPS: Parents = Parents {
+    group: GROUP,
+    version: "v1",
+    kind: "App",
+    plural: "apps",
+};
+
+const KRO_APPS: Parents = Parents {
+    group: "kro.run",
+    version: "v1alpha1",
+    kind: "KApp",
+    plural: "kapps",
+};
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -46,7 +69,7 @@ async fn admin() -> Client {
     .unwrap()
 }
 
-fn definition(resync: u64) -> String {
+fn definition(resync: u64, replicas: u64) -> String {
     format!(
         r#"apiVersion: stencil.dev/v1alpha1
 kind: OperatorDefinition
@@ -93,7 +116,7 @@ spec:
         metadata:
           name: {{{{ parent.metadata.name }}}}
         spec:
-          replicas: 1
+          replicas: {replicas}
           selector: {{matchLabels: {{app: {{{{ parent.metadata.name }}}}}}}}
           template:
             metadata: {{labels: {{app: {{{{ parent.metadata.name }}}}}}}}
@@ -103,24 +126,8 @@ spec:
     )
 }
 
-/// A non-admin identity: a ServiceAccount bound to what `stencil rbac` derives, so API
-/// Priority and Fairness applies as it would in production.
-async fn service_account_kubeconfig(client: &Client, defs: &Path, dir: &Path) -> PathBuf {
-    let ns = "stencil-bench";
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let _ = nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
-        )
-        .await;
-    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let _ = sas
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "stencil"}})).unwrap(),
-        )
-        .await;
+/// Stencil's rules, as `stencil rbac` derives them for the bench's definition.
+fn stencil_rbac(defs: &Path) -> Vec<Value> {
     let rbac = Command::new(stencil_bin())
         .args([
             "rbac",
@@ -135,7 +142,41 @@ async fn service_account_kubeconfig(client: &Client, defs: &Path, dir: &Path) ->
         .output()
         .unwrap();
     assert!(rbac.status.success(), "{}", String::from_utf8_lossy(&rbac.stderr));
-    for obj in stencil::yaml::documents::<Value>(&String::from_utf8(rbac.stdout).unwrap()).unwrap() {
+    stencil::yaml::documents::<Value>(&String::from_utf8(rbac.stdout).unwrap()).unwrap()
+}
+
+/// kro's rules: its chart's default, every verb on every resource.
+fn kro_rbac() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "kro-bench"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "kro-bench"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "kro-bench"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": "stencil-bench", "name": "kro"}]}),
+    ]
+}
+
+/// A non-admin identity: the ServiceAccount `stencil-bench/<sa>` bound to `rbac`, so API
+/// Priority and Fairness applies as it would in production.
+async fn service_account_kubeconfig(client: &Client, sa: &str, rbac: Vec<Value>, dir: &Path) -> PathBuf {
+    let ns = "stencil-bench";
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let _ = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let _ = sas
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": sa}})).unwrap(),
+        )
+        .await;
+    for obj in rbac {
         let kind = obj["kind"].as_str().unwrap();
         let plural = format!("{}s", kind.to_lowercase());
         let ar =
@@ -148,7 +189,7 @@ async fn service_account_kubeconfig(client: &Client, defs: &Path, dir: &Path) ->
     }
     let tr: TokenRequest = serde_json::from_value(json!({"spec": {"expirationSeconds": 86400}})).unwrap();
     let token: TokenRequest = sas
-        .create_subresource("token", "stencil", &PostParams::default(), &tr)
+        .create_subresource("token", sa, &PostParams::default(), &tr)
         .await
         .unwrap();
     let token = token.status.and_then(|s| s.token).expect("a token");
@@ -162,7 +203,7 @@ async fn service_account_kubeconfig(client: &Client, defs: &Path, dir: &Path) ->
             info.token = Some(token.clone().into());
         }
     }
-    let path = dir.join("bench-kubeconfig.yaml");
+    let path = dir.join(format!("{sa}-kubeconfig.yaml"));
     std::fs::write(&path, stencil::yaml::to_string(&kc).unwrap()).unwrap();
     path
 }
@@ -173,31 +214,57 @@ fn stencil_bin() -> PathBuf {
         .unwrap_or_else(|_| root().join("target/release/stencil"))
 }
 
-struct Stencil {
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A controller process under measurement: Stencil or kro.
+struct Controller {
     child: Child,
     metrics: String,
 }
 
-impl Stencil {
-    fn start(defs: &Path, kubeconfig: &Path, log: &Path) -> Stencil {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let metrics = format!("127.0.0.1:{port}");
+impl Controller {
+    fn spawn(mut command: Command, metrics: String, kubeconfig: &Path, log: &Path) -> Controller {
         let file = std::fs::File::create(log).unwrap();
-        let child = Command::new(stencil_bin())
-            .args(["run", "--no-cluster-definitions", "--concurrency", "32"])
-            .arg(format!("--definitions={}", defs.display()))
-            .arg(format!("--metrics-addr={metrics}"))
+        let child = command
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "stencil=warn")
             .stdout(Stdio::from(file.try_clone().unwrap()))
             .stderr(Stdio::from(file))
             .spawn()
-            .expect("start stencil");
-        Stencil { child, metrics }
+            .expect("start the controller");
+        Controller { child, metrics }
+    }
+
+    fn stencil(defs: &Path, kubeconfig: &Path, log: &Path) -> Controller {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(stencil_bin());
+        command
+            .args(["run", "--no-cluster-definitions", "--concurrency", "32"])
+            .arg(format!("--definitions={}", defs.display()))
+            .arg(format!("--metrics-addr={metrics}"))
+            .env("RUST_LOG", "stencil=warn");
+        Controller::spawn(command, metrics, kubeconfig, log)
+    }
+
+    /// kro with the same concurrency as Stencil and client limits that do not hold it
+    /// back below the API server's own.
+    fn kro(bin: &Path, kubeconfig: &Path, log: &Path) -> Controller {
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let mut command = Command::new(bin);
+        command
+            .arg(format!("--metrics-bind-address={metrics}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{}", free_port()))
+            .args([
+                "--dynamic-controller-concurrent-reconciles=32",
+                "--client-qps=500",
+                "--client-burst=1000",
+            ]);
+        Controller::spawn(command, metrics, kubeconfig, log)
     }
 
     /// Sum of every sample of a metric whose line starts with `prefix`.
@@ -269,24 +336,24 @@ where
     start.elapsed()
 }
 
-fn apps(client: &Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", "App"), "apps");
+fn apps(client: &Client, ns: &str, p: Parents) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(p.group, p.version, p.kind), p.plural);
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-fn app(name: &str) -> DynamicObject {
+fn app(name: &str, p: Parents) -> DynamicObject {
     serde_json::from_value(
-        json!({"apiVersion": format!("{GROUP}/v1"), "kind": "App", "metadata": {"name": name},
+        json!({"apiVersion": format!("{}/{}", p.group, p.version), "kind": p.kind, "metadata": {"name": name},
         "spec": {"greeting": "hello"}}),
     )
     .unwrap()
 }
 
-async fn create_parents(api: &Api<DynamicObject>, names: &[String]) {
+async fn create_parents(api: &Api<DynamicObject>, names: &[String], p: Parents) {
     futures::stream::iter(names.iter().cloned())
         .map(|n| {
             let api = api.clone();
-            async move { api.create(&PostParams::default(), &app(&n)).await.map(|_| ()) }
+            async move { api.create(&PostParams::default(), &app(&n, p)).await.map(|_| ()) }
         })
         .buffer_unordered(PLAIN_CONCURRENCY)
         .try_collect::<Vec<_>>()
@@ -310,8 +377,10 @@ async fn count_ready(api: &Api<DynamicObject>) -> usize {
         .count()
 }
 
+/// Children of either controller: both label what they manage with
+/// `app.kubernetes.io/managed-by`.
 async fn count_children(client: &Client, ns: &str) -> usize {
-    let lp = ListParams::default().labels("app.kubernetes.io/managed-by=stencil");
+    let lp = ListParams::default().labels("app.kubernetes.io/managed-by");
     let cms = Api::<ConfigMap>::namespaced(client.clone(), ns)
         .list(&lp)
         .await
@@ -333,7 +402,7 @@ async fn count_children(client: &Client, ns: &str) -> usize {
 async fn namespace(client: &Client, name: &str) {
     // Parents left by an interrupted run may hold Stencil's finalizer with no Stencil to
     // release it.
-    let leftovers = apps(client, name);
+    let leftovers = apps(client, name, APPS);
     if let Ok(list) = leftovers.list(&ListParams::default()).await {
         for a in list.items {
             let patch = json!({"metadata": {"finalizers": null}});
@@ -360,8 +429,9 @@ async fn namespace(client: &Client, name: &str) {
     .unwrap();
 }
 
-/// The limit: the same creates and status writes from a plain client.
-async fn plain_client(client: &Client, n: usize) -> Duration {
+/// The limit: the same creates and status writes from a plain client, which writes a
+/// parent's Ready condition once its Deployment is Available, as Stencil does.
+async fn plain_client(client: &Client, n: usize, replicas: u64) -> Duration {
     let ns = "bench-plain";
     namespace(client, ns).await;
     let started = Instant::now();
@@ -370,19 +440,17 @@ async fn plain_client(client: &Client, n: usize) -> Duration {
             let client = client.clone();
             async move {
                 let name = format!("plain-{i}");
-                let parents = apps(&client, ns);
-                parents.create(&PostParams::default(), &app(&name)).await?;
+                let parents = apps(&client, ns, APPS);
+                parents.create(&PostParams::default(), &app(&name, APPS)).await?;
                 let pp = PostParams::default();
                 let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}, "data": {"greeting": "hello"}})).unwrap();
                 Api::<ConfigMap>::namespaced(client.clone(), ns).create(&pp, &cm).await?;
                 let svc = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}})).unwrap();
                 Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
-                let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": 1,
+                let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": replicas,
                     "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
                     "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})).unwrap();
                 Api::<Deployment>::namespaced(client.clone(), ns).create(&pp, &dep).await?;
-                let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Plain", "message": ""}]}});
-                parents.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
                 Ok::<_, kube::Error>(())
             }
         })
@@ -390,10 +458,212 @@ async fn plain_client(client: &Client, n: usize) -> Duration {
         .try_collect::<Vec<_>>()
         .await
         .expect("plain client writes");
+    let deployments = Api::<Deployment>::namespaced(client.clone(), ns);
+    let parents = apps(client, ns, APPS);
+    let mut ready = std::collections::HashSet::new();
+    while ready.len() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(3600),
+            "plain client: deployments never became available"
+        );
+        let available: Vec<String> = deployments
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| {
+                d.status.as_ref().is_some_and(|s| {
+                    s.observed_generation.unwrap_or(0) >= 1 && s.available_replicas.unwrap_or(0) as u64 >= replicas
+                })
+            })
+            .filter_map(|d| d.metadata.name)
+            .filter(|name| !ready.contains(name))
+            .collect();
+        let status = Patch::Merge(
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Plain", "message": ""}]}}),
+        );
+        let params = PatchParams::default();
+        futures::stream::iter(available.iter())
+            .map(|name| parents.patch_status(name, &params, &status))
+            .buffer_unordered(PLAIN_CONCURRENCY)
+            .try_collect::<Vec<_>>()
+            .await
+            .expect("plain client status writes");
+        ready.extend(available);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let elapsed = started.elapsed();
     let nss: Api<Namespace> = Api::all(client.clone());
     let _ = nss.delete(ns, &DeleteParams::default()).await;
     elapsed
+}
+
+/// kro's equivalent of the bench definition: the same three children, Ready once the
+/// Deployment is available.
+fn kro_graph() -> Value {
+    let name = "${schema.metadata.name}";
+    json!({
+        "apiVersion": "kro.run/v1alpha1",
+        "kind": "ResourceGraphDefinition",
+        "metadata": {"name": "kapps"},
+        "spec": {
+            "schema": {"apiVersion": "v1alpha1", "kind": "KApp", "spec": {"greeting": "string"}},
+            "resources": [
+                {"id": "config", "template": {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name}, "data": {"greeting": "${schema.spec.greeting}"}}},
+                {"id": "service", "template": {"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": name},
+                    "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}}},
+                {"id": "deployment",
+                    "readyWhen": ["${deployment.status.availableReplicas == 1}"],
+                    "template": {"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name},
+                    "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                        "template": {"metadata": {"labels": {"app": name}},
+                            "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}},
+            ],
+        },
+    })
+}
+
+/// The built kro, or why there is none.
+fn kro_dir() -> Result<PathBuf, String> {
+    if std::env::var("BENCH_KRO").is_ok_and(|v| v == "0") {
+        return Err("BENCH_KRO=0".into());
+    }
+    let versions = std::fs::read_to_string(root().join("tests/testenv/versions.env")).unwrap();
+    let version = versions
+        .lines()
+        .find_map(|l| l.strip_prefix("KRO_VERSION="))
+        .expect("KRO_VERSION in versions.env");
+    let cache = std::env::var("STENCIL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
+    let dir = cache.join(format!("bin/kro-{version}"));
+    if dir.join(".complete").exists() {
+        Ok(dir)
+    } else {
+        Err(format!("kro {version} is not built: run `tests/testenv/build.sh kro`"))
+    }
+}
+
+async fn apply_all(client: &Client, objects: Vec<Value>) {
+    for obj in objects {
+        let (group, version) = match obj["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), obj["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let kind = obj["kind"].as_str().unwrap();
+        let plural = match kind {
+            "CustomResourceDefinition" => "customresourcedefinitions".to_string(),
+            _ => format!("{}s", kind.to_lowercase()),
+        };
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &version, kind), &plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(&obj))
+            .await
+            .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
+    }
+}
+
+/// The peer: kro runs the equivalent graph at the same N, on the same rig, under the same
+/// conditions (a non-admin identity, the same concurrency).
+async fn kro(client: &Client, n: usize, samples: usize, dir: &Path, results: &mut BTreeMap<&str, Value>) {
+    let kro = match kro_dir() {
+        Ok(kro) => kro,
+        Err(why) => {
+            results.insert("kro_skipped", json!(why));
+            return;
+        }
+    };
+    let mut crds = Vec::new();
+    for entry in std::fs::read_dir(kro.join("crds")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        crds.extend(stencil::yaml::documents::<Value>(&text).unwrap());
+    }
+    apply_all(client, crds).await;
+    let kubeconfig = service_account_kubeconfig(client, "kro", kro_rbac(), dir).await;
+    let controller = Controller::kro(&kro.join("kro"), &kubeconfig, &root().join("target/bench/kro.log"));
+    apply_all(client, vec![kro_graph()]).await;
+    let ns = "bench-kro";
+    namespace(client, ns).await;
+    let api = apps(client, ns, KRO_APPS);
+    until("kro to serve the KApp kind", Duration::from_secs(120), || async {
+        api.list(&ListParams::default().limit(1)).await.is_ok()
+    })
+    .await;
+
+    let idle = latency(client, ns, samples, "lat", KRO_APPS).await;
+    results.insert(
+        "kro_b2_idle_p50_ms",
+        json!(percentile(&idle, 0.5).as_secs_f64() * 1000.0),
+    );
+    results.insert(
+        "kro_b2_idle_p99_ms",
+        json!(percentile(&idle, 0.99).as_secs_f64() * 1000.0),
+    );
+
+    let names: Vec<String> = (0..n).map(|i| format!("app-{i}")).collect();
+    let cpu_before = controller.cpu_seconds();
+    let started = Instant::now();
+    let ((), busy) = tokio::join!(
+        create_parents(&api, &names, KRO_APPS),
+        latency(client, ns, samples, "busy", KRO_APPS)
+    );
+    results.insert(
+        "kro_b2_busy_p50_ms",
+        json!(percentile(&busy, 0.5).as_secs_f64() * 1000.0),
+    );
+    results.insert(
+        "kro_b2_busy_p99_ms",
+        json!(percentile(&busy, 0.99).as_secs_f64() * 1000.0),
+    );
+    let total = n + 2 * samples;
+    until("kro's convergence", Duration::from_secs(3600), || async {
+        count_children(client, ns).await >= 3 * total && count_ready(&api).await >= total
+    })
+    .await;
+    results.insert("kro_b1_converge_s", json!(started.elapsed().as_secs_f64()));
+    let (rss, peak) = controller.rss_kib();
+    results.insert("kro_b4_rss_mib", json!(rss as f64 / 1024.0));
+    results.insert("kro_b4_peak_mib", json!(peak as f64 / 1024.0));
+    results.insert(
+        "kro_b5_cpu_s_per_1k",
+        json!((controller.cpu_seconds() - cpu_before) * 1000.0 / n as f64),
+    );
+
+    let started = Instant::now();
+    delete_all(&api).await;
+    until("kro's children to be gone", Duration::from_secs(1800), || async {
+        count_children(client, ns).await == 0
+    })
+    .await;
+    results.insert("kro_b7_delete_s", json!(started.elapsed().as_secs_f64()));
+    controller.stop();
+}
+
+/// Deletes every parent of `api`. The request can outlive the connection while the API
+/// server works through a large collection; it is then repeated until it is answered.
+async fn delete_all(api: &Api<DynamicObject>) {
+    until(
+        "a delete of every parent to be answered",
+        Duration::from_secs(600),
+        || async {
+            match api
+                .delete_collection(&DeleteParams::default(), &ListParams::default())
+                .await
+            {
+                Ok(_) => true,
+                Err(e) => {
+                    eprintln!("delete collection: {e}; repeating");
+                    false
+                }
+            }
+        },
+    )
+    .await;
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -404,8 +674,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Sequential create → all three children exist, in milliseconds.
-async fn latency(client: &Client, ns: &str, samples: usize, prefix: &str) -> Vec<Duration> {
-    let api = apps(client, ns);
+async fn latency(client: &Client, ns: &str, samples: usize, prefix: &str, p: Parents) -> Vec<Duration> {
+    let api = apps(client, ns, p);
     let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
     let deps = Api::<Deployment>::namespaced(client.clone(), ns);
     let svcs = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns);
@@ -413,12 +683,10 @@ async fn latency(client: &Client, ns: &str, samples: usize, prefix: &str) -> Vec
     for i in 0..samples {
         let name = format!("{prefix}-{i}");
         let started = Instant::now();
-        api.create(&PostParams::default(), &app(&name)).await.unwrap();
+        api.create(&PostParams::default(), &app(&name, p)).await.unwrap();
         loop {
-            let all = matches!(cms.get_opt(&name).await, Ok(Some(_)))
-                && matches!(deps.get_opt(&name).await, Ok(Some(_)))
-                && matches!(svcs.get_opt(&name).await, Ok(Some(_)));
-            if all {
+            let (cm, dep, svc) = tokio::join!(cms.get_opt(&name), deps.get_opt(&name), svcs.get_opt(&name));
+            if matches!((cm, dep, svc), (Ok(Some(_)), Ok(Some(_)), Ok(Some(_)))) {
                 break;
             }
             assert!(
@@ -439,21 +707,24 @@ async fn main() {
     let samples = env_or("BENCH_LATENCY_SAMPLES", 200) as usize;
     let idle = env_or("BENCH_IDLE_SECONDS", 300);
     let resync = env_or("BENCH_RESYNC_SECONDS", 30);
+    // 0 skips the pods: a memory run at 10k parents that does not wait on kwok.
+    let replicas = env_or("BENCH_REPLICAS", 1);
     let client = admin().await;
     let dir = tempfile::tempdir().unwrap();
     let defs = dir.path().join("definitions");
     std::fs::create_dir(&defs).unwrap();
-    std::fs::write(defs.join("apps.yaml"), definition(resync)).unwrap();
-    let sa_kubeconfig = service_account_kubeconfig(&client, &defs, dir.path()).await;
+    std::fs::write(defs.join("apps.yaml"), definition(resync, replicas)).unwrap();
+    let sa_kubeconfig = service_account_kubeconfig(&client, "stencil", stencil_rbac(&defs), dir.path()).await;
     let ns = "bench";
     namespace(&client, ns).await;
     let log = root().join("target/bench/stencil.log");
     std::fs::create_dir_all(log.parent().unwrap()).unwrap();
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     results.insert("n", json!(n));
+    results.insert("replicas", json!(replicas));
 
-    let stencil = Stencil::start(&defs, &sa_kubeconfig, &log);
-    let api = apps(&client, ns);
+    let stencil = Controller::stencil(&defs, &sa_kubeconfig, &log);
+    let api = apps(&client, ns, APPS);
     until("the App kind to be served", Duration::from_secs(120), || async {
         api.list(&ListParams::default().limit(1)).await.is_ok()
     })
@@ -464,7 +735,7 @@ async fn main() {
     .await;
 
     // B2 idle latency.
-    let idle_latency = latency(&client, ns, samples, "lat").await;
+    let idle_latency = latency(&client, ns, samples, "lat", APPS).await;
     results.insert(
         "b2_idle_p50_ms",
         json!(percentile(&idle_latency, 0.5).as_secs_f64() * 1000.0),
@@ -474,17 +745,29 @@ async fn main() {
         json!(percentile(&idle_latency, 0.99).as_secs_f64() * 1000.0),
     );
 
-    // B1 convergence, with B4/B5 sampled.
+    // B1 convergence, with B4/B5 sampled and B2 sampled again while the creates run.
     let names: Vec<String> = (0..n).map(|i| format!("app-{i}")).collect();
     let cpu_before = stencil.cpu_seconds();
     let started = Instant::now();
-    create_parents(&api, &names).await;
-    let total_parents = n + samples;
-    let converge = until("convergence", Duration::from_secs(3600), || async {
+    let ((), busy_latency) = tokio::join!(
+        create_parents(&api, &names, APPS),
+        latency(&client, ns, samples, "busy", APPS)
+    );
+    results.insert(
+        "b2_busy_p50_ms",
+        json!(percentile(&busy_latency, 0.5).as_secs_f64() * 1000.0),
+    );
+    results.insert(
+        "b2_busy_p99_ms",
+        json!(percentile(&busy_latency, 0.99).as_secs_f64() * 1000.0),
+    );
+    let total_parents = n + 2 * samples;
+    until("convergence", Duration::from_secs(3600), || async {
         count_children(&client, ns).await >= 3 * total_parents && count_ready(&api).await >= total_parents
     })
     .await;
-    let _ = started;
+    // From the first create, as the plain client's time is.
+    let converge = started.elapsed();
     let cpu = stencil.cpu_seconds() - cpu_before;
     let (rss, peak) = stencil.rss_kib();
     results.insert("b1_converge_s", json!(converge.as_secs_f64()));
@@ -512,7 +795,7 @@ async fn main() {
     stencil.stop();
 
     // B6 restart with everything in place.
-    let restarted = Stencil::start(&defs, &sa_kubeconfig, &log);
+    let restarted = Controller::stencil(&defs, &sa_kubeconfig, &log);
     let first = until(
         "the first reconcile after a restart",
         Duration::from_secs(300),
@@ -530,9 +813,7 @@ async fn main() {
 
     // B7 deletion.
     let started = Instant::now();
-    api.delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await
-        .unwrap();
+    delete_all(&api).await;
     until(
         "every parent and child to be gone",
         Duration::from_secs(1800),
@@ -546,10 +827,18 @@ async fn main() {
     )
     .await;
     results.insert("b7_delete_s", json!(started.elapsed().as_secs_f64()));
+    save(&results);
     restarted.stop();
 
+    if replicas == 1 {
+        kro(&client, n, samples, dir.path(), &mut results).await;
+        save(&results);
+    } else {
+        results.insert("kro_skipped", json!("its graph waits for one available replica"));
+    }
+
     // The limit: the same writes from a plain client.
-    let plain = plain_client(&client, n).await;
+    let plain = plain_client(&client, n, replicas).await;
     results.insert("limit_plain_s", json!(plain.as_secs_f64()));
     results.insert("b1_ratio", json!(converge.as_secs_f64() / plain.as_secs_f64()));
     results.insert(
@@ -562,23 +851,53 @@ async fn main() {
 
 fn report(r: &BTreeMap<&str, Value>) {
     let f = |k: &str| r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let kro = |text: String| match r.get("kro_skipped") {
+        Some(why) => format!("not run: {}", why.as_str().unwrap_or_default()),
+        None => text,
+    };
+    let ms = |prefix: &str| {
+        format!(
+            "p50 {:.0} ms, p99 {:.0} ms",
+            f(&format!("{prefix}_p50_ms")),
+            f(&format!("{prefix}_p99_ms"))
+        )
+    };
     let rows = [
         (
-            "B1 converge N parents x 3 children",
-            format!("{:.1} s", f("b1_converge_s")),
-            format!("{:.2}x the plain client ({:.1} s)", f("b1_ratio"), f("limit_plain_s")),
+            "B1 converge N parents x 3 children, all Ready",
+            format!("{:.1} s ({:.2}x the limit)", f("b1_converge_s"), f("b1_ratio")),
+            format!("{:.1} s", f("limit_plain_s")),
+            kro(format!(
+                "{:.1} s ({:.2}x the limit)",
+                f("kro_b1_converge_s"),
+                f("kro_b1_converge_s") / f("limit_plain_s")
+            )),
             "<= 1.25x",
         ),
         (
             "B2 create -> children, idle",
-            format!("p50 {:.0} ms, p99 {:.0} ms", f("b2_idle_p50_ms"), f("b2_idle_p99_ms")),
+            ms("b2_idle"),
             String::new(),
+            kro(ms("kro_b2_idle")),
             "p50 < 50 ms",
         ),
         (
+            "B2 create -> children, during B1",
+            ms("b2_busy"),
+            String::new(),
+            kro(ms("kro_b2_busy")),
+            "",
+        ),
+        (
             "B3 steady state writes",
-            format!("{} in {} s", f("b3_writes"), f("b3_idle_s")),
-            format!("{} reconciles (resyncs)", f("b3_reconciles")),
+            format!(
+                "{} in {} s ({} resync reconciles)",
+                f("b3_writes"),
+                f("b3_idle_s"),
+                f("b3_reconciles")
+            ),
+            String::new(),
+            String::new(),
             "0",
         ),
         (
@@ -589,36 +908,59 @@ fn report(r: &BTreeMap<&str, Value>) {
                 f("b4_peak_mib")
             ),
             String::new(),
+            kro(format!(
+                "{:.1} MiB after B1, {:.1} MiB peak",
+                f("kro_b4_rss_mib"),
+                f("kro_b4_peak_mib")
+            )),
             "< 64 MiB at 1k",
         ),
         (
-            "B5 CPU",
-            format!("{:.1} s per 1k parents", f("b5_cpu_s_per_1k")),
-            format!("{:.2} % idle", f("b5_idle_cpu_percent")),
+            "B5 CPU per 1k parents converged",
+            format!(
+                "{:.1} s ({:.2} % of a core idle)",
+                f("b5_cpu_s_per_1k"),
+                f("b5_idle_cpu_percent")
+            ),
+            String::new(),
+            kro(format!("{:.1} s", f("kro_b5_cpu_s_per_1k"))),
             "",
         ),
         (
             "B6 restart",
-            format!("first reconcile {:.2} s", f("b6_first_reconcile_s")),
-            format!("{} writes", f("b6_writes")),
+            format!(
+                "first reconcile {:.2} s, {} writes",
+                f("b6_first_reconcile_s"),
+                f("b6_writes")
+            ),
+            String::new(),
+            String::new(),
             "0 writes",
         ),
         (
-            "B7 delete every parent",
-            format!("{:.1} s until the children are gone", f("b7_delete_s")),
+            "B7 delete every parent, until the children are gone",
+            format!("{:.1} s", f("b7_delete_s")),
             String::new(),
+            kro(format!("{:.1} s", f("kro_b7_delete_s"))),
             "",
         ),
     ];
     let mut md = format!(
-        "N = {}\n\n| benchmark | Stencil | compared | target |\n|---|---|---|---|\n",
-        r["n"]
+        "N = {}, {} replica(s) per Deployment; {}\n\n| benchmark | Stencil | plain client (the limit) | kro | target |\n|---|---|---|---|---|\n",
+        r["n"],
+        r["replicas"],
+        r["etcd"].as_str().unwrap_or_default()
     );
-    for (name, value, compared, target) in rows {
-        md.push_str(&format!("| {name} | {value} | {compared} | {target} |\n"));
+    for (name, stencil, plain, kro, target) in rows {
+        md.push_str(&format!("| {name} | {stencil} | {plain} | {kro} | {target} |\n"));
     }
     println!("{md}");
-    let dir = root().join("target/bench");
-    std::fs::write(dir.join("results.md"), &md).unwrap();
-    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(r).unwrap()).unwrap();
+    std::fs::write(root().join("target/bench/results.md"), &md).unwrap();
+    save(r);
+}
+
+/// Writes the results so far, so that a failure in a later phase keeps the earlier ones.
+fn save(r: &BTreeMap<&str, Value>) {
+    let path = root().join("target/bench/results.json");
+    std::fs::write(path, serde_json::to_string_pretty(r).unwrap()).unwrap();
 }

@@ -6,6 +6,8 @@ pub mod compile;
 pub mod crd;
 pub mod definition;
 pub mod discovery;
+#[cfg(test)]
+mod fuzz;
 pub mod golden;
 pub mod gvk;
 pub mod http;

@@ -260,12 +260,31 @@ async fn run(args: RunArgs) -> Result<()> {
     outcome
 }
 
+/// Fault injection for the fault suite: with this set to k, the process aborts (as a
+/// kill -9 would stop it, without any cleanup) instead of sending its (k+1)-th write.
+const ABORT_AFTER_WRITES: &str = "STENCIL_FAULT_ABORT_AFTER_WRITES";
+
 /// The API client, counting every request by method in `rest_client_requests_total`.
 async fn counting_client() -> Result<kube::Client> {
     let config = kube::Config::infer()
         .await
         .context("finding the cluster's configuration")?;
-    let count = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
+    let abort_after: Option<u64> = match std::env::var(ABORT_AFTER_WRITES) {
+        Ok(v) => Some(
+            v.parse()
+                .with_context(|| format!("{ABORT_AFTER_WRITES}={v} is not a number"))?,
+        ),
+        Err(_) => None,
+    };
+    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        if let Some(k) = abort_after
+            && req.method() != http::Method::GET
+            && writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= k
+        {
+            eprintln!("{ABORT_AFTER_WRITES}={k}: aborting before write {}", k + 1);
+            std::process::abort();
+        }
         let label = stencil::metrics::MethodLabel {
             method: req.method().to_string(),
         };

@@ -35,6 +35,7 @@ pub struct SharedWatch {
     /// Every object seen, kept current.
     pub store: Store<DynamicObject>,
     subscribers: Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>,
+    deletion_subscribers: Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>,
     last_error: Mutex<Option<String>>,
     /// Objects by their `stencil.dev/parent-uid` label, so a reconcile finds a parent's
     /// children without scanning the store.
@@ -81,6 +82,14 @@ impl SharedWatch {
         rx
     }
 
+    /// A receiver of every object whose deletion the watch reports from now on. A
+    /// deletion that happened while the watch was relisting is not reported.
+    pub fn subscribe_deletions(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+        let (tx, rx) = unbounded_channel();
+        self.deletion_subscribers.lock().expect("subscribers lock").push(tx);
+        rx
+    }
+
     /// Why the watch is failing, if it is: a forbidden list or watch names the missing rule.
     pub fn error(&self) -> Option<String> {
         self.last_error.lock().expect("error lock").clone()
@@ -121,8 +130,15 @@ impl SharedWatch {
         *self.last_error.lock().expect("error lock") = error;
     }
 
-    fn publish(&self, obj: &DynamicObject) {
-        let obj = Arc::new(obj.clone());
+    /// Publishes the store's own copy of an object that was just stored, sparing a deep
+    /// copy per event.
+    fn publish_stored(&self, obj: &DynamicObject) {
+        let key = ObjectRef::from_obj_with(obj, self.resolved.resource.clone());
+        let stored = self.store.get(&key).unwrap_or_else(|| Arc::new(obj.clone()));
+        self.publish(stored);
+    }
+
+    fn publish(&self, obj: Arc<DynamicObject>) {
         self.subscribers
             .lock()
             .expect("subscribers lock")
@@ -166,6 +182,7 @@ impl Watches {
                 resolved: resolved.clone(),
                 store: store.clone(),
                 subscribers: Mutex::new(Vec::new()),
+                deletion_subscribers: Mutex::new(Vec::new()),
                 last_error: Mutex::new(None),
                 by_parent: Mutex::new(ParentIndex::default()),
             });
@@ -200,12 +217,15 @@ impl Watches {
             kind: resolved.resource.kind.clone(),
         };
         // Items of a list response carry no apiVersion and kind; every stored object does.
+        // Managed fields are dropped: nothing reads them, and they are often half of an
+        // object's size, so they would be most of the stores' memory.
         let typed = move |event: Result<Event<DynamicObject>, watcher::Error>| {
             event.map(|e| {
                 e.modify(|o| {
                     if o.types.is_none() {
                         o.types = Some(types.clone());
                     }
+                    o.metadata.managed_fields = None;
                 })
             })
         };
@@ -218,7 +238,16 @@ impl Watches {
                         writer.apply_watcher_event(&event);
                         fan_out.index(&event);
                         match &event {
-                            Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) => fan_out.publish(o),
+                            Event::Apply(o) | Event::InitApply(o) => fan_out.publish_stored(o),
+                            Event::Delete(o) => {
+                                let o = Arc::new(o.clone());
+                                fan_out.publish(o.clone());
+                                fan_out
+                                    .deletion_subscribers
+                                    .lock()
+                                    .expect("subscribers lock")
+                                    .retain(|tx| tx.send(o.clone()).is_ok());
+                            }
                             Event::Init | Event::InitDone => {}
                         }
                     }

@@ -2,6 +2,7 @@
 //! parent, in order: finalize or ensure the finalizer, render, apply, prune, write status.
 
 mod apply;
+mod collect;
 pub mod diff;
 mod finalize;
 mod prune;
@@ -508,6 +509,15 @@ pub async fn run(
         counting.requested(parent_key(&o));
         Ok((*o).clone())
     });
+    let collecting = ctx.clone();
+    let mut deletions = ctx.parents.subscribe_deletions();
+    let collector = tokio::spawn(async move {
+        while let Some(parent) = deletions.recv().await {
+            if collect::is_gone(&collecting, &parent) {
+                tokio::spawn(collect::children(collecting.clone(), parent));
+            }
+        }
+    });
     let mut controller = Controller::for_stream_with(
         parent_events,
         ctx.parents.store.clone(),
@@ -531,4 +541,5 @@ pub async fn run(
             futures::future::ready(())
         })
         .await;
+    collector.abort();
 }

@@ -293,6 +293,28 @@ fn rendered_output_is_size_limited() {
 }
 
 #[test]
+fn templates_cannot_read_files_or_the_environment() {
+    for (reach, expect) in [
+        ("{% include '/etc/hostname' %}", "not found"),
+        ("{% import '/etc/hostname' as h %}", "not found"),
+        ("{{ env.HOME }}", "undefined"),
+        ("{{ getenv('HOME') }}", "unknown function"),
+    ] {
+        let template = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  x: \"{reach}\"");
+        let text = format!(
+            "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Widget\n  children:\n{}",
+            child("cm", &template)
+        );
+        let (defs, diags) = compile_file("w.yaml", &text);
+        let message = match defs.first() {
+            Some(def) => Inputs::new().run(def, &parent()).unwrap_err().to_string(),
+            None => diags.to_string(),
+        };
+        assert!(message.contains(expect), "{reach}: {message}");
+    }
+}
+
+#[test]
 fn output_that_is_not_an_object_is_rejected() {
     for (template, expect) in [
         ("- a\n- b", "must be a YAML mapping"),

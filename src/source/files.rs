@@ -121,13 +121,22 @@ fn scan(paths: &[PathBuf]) -> Scan {
 #[derive(Default)]
 struct Known {
     defs: std::collections::BTreeMap<super::Origin, String>,
+    /// The errors last reported for each broken file; a rescan caused by another file's
+    /// change does not report them again.
+    broken: std::collections::BTreeMap<String, String>,
 }
 
 impl Known {
     /// Sends the differences between the last scan and this one.
     fn update(&mut self, scan: Scan, tx: &tokio::sync::mpsc::UnboundedSender<super::SourceEvent>) {
         use super::SourceEvent;
+        let reported = std::mem::take(&mut self.broken);
         for (file, diags) in &scan.broken {
+            let text = diags.to_string();
+            self.broken.insert(file.clone(), text.clone());
+            if reported.get(file) == Some(&text) {
+                continue;
+            }
             let mut named = false;
             for d in &diags.0 {
                 if let Some(name) = &d.definition {
@@ -213,4 +222,29 @@ pub fn watch(
         debouncer.watch(&target, mode)?;
     }
     Ok(debouncer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_file_is_reported_once_until_its_errors_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.yaml");
+        std::fs::write(&file, "apiVersion: [\n").unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut known = Known::default();
+        let paths = vec![dir.path().to_path_buf()];
+        known.update(scan(&paths), &tx);
+        known.update(scan(&paths), &tx);
+        let mut events = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            events.push(e);
+        }
+        assert_eq!(events.len(), 1, "an unchanged broken file is reported again");
+        std::fs::write(&file, "kind: [\n").unwrap();
+        known.update(scan(&paths), &tx);
+        assert!(rx.try_recv().is_ok(), "a changed error is reported");
+    }
 }

@@ -128,6 +128,26 @@ build_go_install() {
   touch "$out/.complete"
 }
 
+# kro, the peer of the benchmarks: its controller and its CRDs.
+build_kro() {
+  local v="$KRO_VERSION" out="$cache/bin/kro-$KRO_VERSION"
+  complete "$out" && return 0
+  log "building kro $v"
+  mkdir -p "$out/crds"
+  GOBIN="$out" go install -trimpath -ldflags "-s -w" "github.com/kubernetes-sigs/kro/cmd/controller@$v"
+  mv "$out/controller" "$out/kro"
+  local dir
+  dir="$(go mod download -json "github.com/kubernetes-sigs/kro@$v" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+  cp "$dir"/helm/crds/*.yaml "$out/crds/"
+  chmod u+w "$out"/crds/*.yaml
+  touch "$out/.complete"
+}
+
+if [[ "${1:-}" == kro ]]; then
+  build_kro
+  exit 0
+fi
+
 build_kubernetes
 build_etcd
 build_go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"

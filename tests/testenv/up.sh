@@ -22,6 +22,12 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
+# The default Service range is a /24; benchmarks create thousands of Services.
+componentsPatches:
+  - name: kube-apiserver
+    extraArgs:
+      - key: service-cluster-ip-range
+        value: 10.96.0.0/16
 YAML
 
 start=$(date +%s)

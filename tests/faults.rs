@@ -1,0 +1,494 @@
+//! The fault suite's cases that can run beside other tests: a Stencil crash after its
+//! k-th write, a child whose finalizer never clears, the deletion of a namespace holding
+//! parents, bad parents, bad definitions and isolation. Each case checks the invariants of
+//! `common::assert_invariants`: no orphaned child, no duplicate, no parent stuck on a
+//! finalizer, and (where Stencil is idle afterwards) no write storm. `make test` runs the
+//! fast cases; `make test-faults` (STENCIL_FAULTS=full) runs more crash points.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{
+    CM, Process, TestNamespace, assert_invariants, child, client, definition, full_faults, spawn_stencil,
+    spawn_stencil_env, unique_group, wait_established, wait_for,
+};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn widgets(client: &Client, group: &str, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn widget(group: &str, name: &str, spec: Value) -> DynamicObject {
+    serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap()
+}
+
+fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
+    obj.data
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// Children: a ConfigMap beside the parent and one in `far`, so every parent carries the
+/// finalizer and its deletion needs Stencil's writes.
+fn near_and_far(far: &str) -> String {
+    let cross = CM
+        .replace("metadata:\n", &format!("metadata:\n  namespace: {far}\n"))
+        .replace("-cm", "-far");
+    format!("{}{}", child("cm", CM), child("far", &cross))
+}
+
+/// The definitions directory inside a test's scratch directory; logs stay outside it, so
+/// writing them does not look like a definition change.
+fn defs(dir: &tempfile::TempDir) -> PathBuf {
+    let defs = dir.path().join("defs");
+    std::fs::create_dir_all(&defs).unwrap();
+    defs
+}
+
+fn run_args(dir: &Path) -> Vec<String> {
+    vec![
+        format!("--definitions={}", dir.display()),
+        "--no-cluster-definitions".into(),
+    ]
+}
+
+/// Waits for a process to end by itself (an injected abort), or until the work it was
+/// given is done (`done`), whichever comes first; then kills it.
+async fn until_exit_or<F, Fut>(mut p: Process, what: &str, done: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    while p.child.try_wait().ok().flatten().is_none() && !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn count_ready(api: &Api<DynamicObject>) -> usize {
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|w| condition(w, "Ready").is_some_and(|c| c["status"] == "True"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+async fn count_children(client: &Client, namespaces: &[&str]) -> usize {
+    let mut n = 0;
+    for ns in namespaces {
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let lp = ListParams::default().labels("app.kubernetes.io/managed-by=stencil");
+        n += cms.list(&lp).await.map(|l| l.items.len()).unwrap_or(usize::MAX / 4);
+    }
+    n
+}
+
+#[tokio::test]
+async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
+    let client = client().await;
+    let group = unique_group();
+    let far = TestNamespace::new(&client, "crash-far").await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("  allowedNamespaces: [{}]\n", far.name);
+    std::fs::write(
+        defs(&dir).join("widgets.yaml"),
+        definition(&group, &near_and_far(&far.name), &extra),
+    )
+    .unwrap();
+    let kubeconfig = common::kubeconfig_path();
+    let log = dir.path().join("stencil.log");
+    let crash_points: &[u64] = if full_faults() {
+        &[1, 2, 3, 4, 6, 9, 13, 20]
+    } else {
+        &[2, 7]
+    };
+    const PARENTS: usize = 4;
+    for &k in crash_points {
+        let ns = TestNamespace::new(&client, "crash").await;
+        let api = widgets(&client, &group, &ns.name);
+        let spaces = [ns.name.as_str(), far.name.as_str()];
+        let abort = [("STENCIL_FAULT_ABORT_AFTER_WRITES", k.to_string())];
+
+        // Crash while parents are being created, then recover.
+        let crashing = spawn_stencil_env(&run_args(&defs(&dir)), &kubeconfig, log.clone(), &abort);
+        wait_established(&client, &format!("widgets.{group}")).await;
+        for i in 0..PARENTS {
+            common::create_when_served(&api, &widget(&group, &format!("w{i}"), json!({"size": i}))).await;
+        }
+        until_exit_or(crashing, &format!("the crash after write {k}"), || async {
+            count_ready(&api).await == PARENTS
+        })
+        .await;
+        let healthy = spawn_stencil(&run_args(&defs(&dir)), &kubeconfig, log.clone());
+        wait_for(&format!("convergence after a crash at write {k}"), TIMEOUT, || async {
+            (count_ready(&api).await == PARENTS && count_children(&client, &spaces).await == 2 * PARENTS).then_some(())
+        })
+        .await;
+        assert_invariants(&client, &api, &spaces).await;
+        drop(healthy);
+
+        // Crash while the parents are being deleted, then recover.
+        let crashing = spawn_stencil_env(&run_args(&defs(&dir)), &kubeconfig, log.clone(), &abort);
+        api.delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .unwrap();
+        until_exit_or(
+            crashing,
+            &format!("the crash after write {k} while deleting"),
+            || async { api.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty()) },
+        )
+        .await;
+        let _healthy = spawn_stencil(&run_args(&defs(&dir)), &kubeconfig, log.clone());
+        wait_for(
+            &format!("every parent and child gone after a crash at write {k}"),
+            TIMEOUT,
+            || async {
+                let parents_gone = api.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty());
+                (parents_gone && count_children(&client, &spaces).await == 0).then_some(())
+            },
+        )
+        .await;
+        assert_invariants(&client, &api, &spaces).await;
+    }
+    let aborts = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        aborts.matches("aborting before write").count(),
+        2 * crash_points.len(),
+        "an injected crash did not happen, while creating or while deleting:\n{aborts}"
+    );
+}
+
+#[tokio::test]
+async fn a_child_whose_finalizer_never_clears_is_named_and_the_parent_does_not_spin() {
+    let client = client().await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "hold").await;
+    let far = TestNamespace::new(&client, "hold-far").await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("  allowedNamespaces: [{}]\n", far.name);
+    std::fs::write(
+        defs(&dir).join("widgets.yaml"),
+        definition(&group, &near_and_far(&far.name), &extra),
+    )
+    .unwrap();
+    let stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(&client, &format!("widgets.{group}")).await;
+    let api = widgets(&client, &group, &ns.name);
+    common::create_when_served(&api, &widget(&group, "h", json!({"size": 1}))).await;
+    let far_cms: Api<ConfigMap> = Api::namespaced(client.clone(), &far.name);
+    wait_for("the far child", TIMEOUT, || async {
+        far_cms.get_opt("h-far").await.ok()?
+    })
+    .await;
+    let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
+    far_cms
+        .patch("h-far", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    api.delete("h", &DeleteParams::default()).await.unwrap();
+    let message = wait_for("the parent to name the blocking child", TIMEOUT, || async {
+        let p = api.get("h").await.ok()?;
+        let c = condition(&p, "Ready")?;
+        let m = c["message"].as_str()?.to_string();
+        (c["reason"] == "Deleting" && m.contains("h-far") && m.contains("test.stencil.dev/hold")).then_some(m)
+    })
+    .await;
+    assert!(message.contains(&far.name), "{message}");
+
+    // Waiting is not spinning: over 10 s, the blocked parent costs a handful of requests.
+    let before = stencil
+        .metric("rest_client_requests_total{method=\"PATCH\"}")
+        .await
+        .unwrap_or(0.0)
+        + stencil
+            .metric("rest_client_requests_total{method=\"DELETE\"}")
+            .await
+            .unwrap_or(0.0);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after = stencil
+        .metric("rest_client_requests_total{method=\"PATCH\"}")
+        .await
+        .unwrap_or(0.0)
+        + stencil
+            .metric("rest_client_requests_total{method=\"DELETE\"}")
+            .await
+            .unwrap_or(0.0);
+    assert!(after - before <= 3.0, "{} writes in 10 s while waiting", after - before);
+
+    let release = json!({"metadata": {"finalizers": null}});
+    far_cms
+        .patch("h-far", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    wait_for("the parent to go once the child is released", TIMEOUT, || async {
+        matches!(api.get_opt("h").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert_invariants(&client, &api, &[ns.name.as_str(), far.name.as_str()]).await;
+}
+
+#[tokio::test]
+async fn deleting_the_namespace_of_parents_leaves_nothing_behind() {
+    let client = client().await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "nsdel").await;
+    let far = TestNamespace::new(&client, "nsdel-far").await;
+    let dir = tempfile::tempdir().unwrap();
+    let extra = format!("  allowedNamespaces: [{}]\n", far.name);
+    std::fs::write(
+        defs(&dir).join("widgets.yaml"),
+        definition(&group, &near_and_far(&far.name), &extra),
+    )
+    .unwrap();
+    let _stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(&client, &format!("widgets.{group}")).await;
+    let api = widgets(&client, &group, &ns.name);
+    for i in 0..3 {
+        common::create_when_served(&api, &widget(&group, &format!("n{i}"), json!({"size": i}))).await;
+    }
+    let spaces = [ns.name.as_str(), far.name.as_str()];
+    wait_for("three parents Ready", TIMEOUT, || async {
+        (count_ready(&api).await == 3).then_some(())
+    })
+    .await;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.delete(&ns.name, &DeleteParams::default()).await.unwrap();
+    wait_for("the namespace and the far children to go", TIMEOUT, || async {
+        let gone = matches!(nss.get_opt(&ns.name).await, Ok(None));
+        (gone && count_children(&client, &[far.name.as_str()]).await == 0).then_some(())
+    })
+    .await;
+    assert_invariants(&client, &api, &spaces).await;
+}
+
+#[tokio::test]
+async fn a_parent_that_breaks_its_schema_or_its_template_affects_no_other() {
+    let client = client().await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "badparent").await;
+    let dir = tempfile::tempdir().unwrap();
+    let strict = definition(&group, &child("cm", CM), "").replace(
+        "spec: {type: object, x-kubernetes-preserve-unknown-fields: true}",
+        "spec: {type: object, properties: {size: {type: integer, minimum: 0}}}",
+    );
+    std::fs::write(defs(&dir).join("widgets.yaml"), strict).unwrap();
+    let _stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(&client, &format!("widgets.{group}")).await;
+    let api = widgets(&client, &group, &ns.name);
+    common::create_when_served(&api, &widget(&group, "good", json!({"size": 1}))).await;
+
+    let rejected = api
+        .create(&Default::default(), &widget(&group, "bad", json!({"size": "big"})))
+        .await;
+    match rejected {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            assert!(s.message.contains("spec.size"), "{}", s.message);
+        }
+        other => panic!("a parent violating its schema was accepted: {other:?}"),
+    }
+    // The template's `required` fails for a parent without spec.size.
+    api.create(&Default::default(), &widget(&group, "empty", json!({})))
+        .await
+        .unwrap();
+    let stalled = wait_for("the empty parent to be Stalled", TIMEOUT, || async {
+        let p = api.get("empty").await.ok()?;
+        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(
+        stalled["message"].as_str().unwrap().contains("spec.size is required"),
+        "{stalled}"
+    );
+    wait_for("the good parent Ready regardless", TIMEOUT, || async {
+        let p = api.get("good").await.ok()?;
+        condition(&p, "Ready").filter(|c| c["status"] == "True")
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(matches!(cms.get_opt("empty-cm").await, Ok(None)));
+    assert_invariants(&client, &api, &[ns.name.as_str()]).await;
+}
+
+#[tokio::test]
+async fn a_child_outside_the_parent_namespace_is_refused_and_nothing_is_written_there() {
+    let client = client().await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "iso").await;
+    let other = TestNamespace::new(&client, "iso-other").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cross = CM
+        .replace("metadata:\n", &format!("metadata:\n  namespace: {}\n", other.name))
+        .replace("-cm", "-far");
+    std::fs::write(
+        defs(&dir).join("widgets.yaml"),
+        definition(&group, &child("far", &cross), ""),
+    )
+    .unwrap();
+    let _stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(&client, &format!("widgets.{group}")).await;
+    let api = widgets(&client, &group, &ns.name);
+    common::create_when_served(&api, &widget(&group, "i", json!({"size": 1}))).await;
+    let stalled = wait_for("the parent to be Stalled", TIMEOUT, || async {
+        let p = api.get("i").await.ok()?;
+        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(
+        stalled["message"].as_str().unwrap().contains("spec.allowedNamespaces"),
+        "{stalled}"
+    );
+    let far: Api<ConfigMap> = Api::namespaced(client.clone(), &other.name);
+    assert!(matches!(far.get_opt("i-far").await, Ok(None)));
+}
+
+/// One good definition beside every kind of bad one: the good one serves, each bad one is
+/// reported with its file and line, and `stencil validate` exits non-zero naming them all.
+#[tokio::test]
+async fn bad_definitions_are_reported_with_their_location_and_the_good_one_serves() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "baddefs").await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = unique_group();
+    std::fs::write(defs(&dir).join("good.yaml"), definition(&good, &child("cm", CM), "")).unwrap();
+    let bad = |name: &str, text: String| std::fs::write(defs(&dir).join(name), text).unwrap();
+    let base = |children: &str, extra: &str| definition(&unique_group(), children, extra);
+    bad(
+        "malformed.yaml",
+        base(&child("cm", CM), "").replace("  parent:\n", "  parent: [\n"),
+    );
+    bad("unknown-field.yaml", base(&child("cm", CM), "  colour: blue\n"));
+    bad("syntax.yaml", base(&child("cm", &CM.replace("}}-cm", "-cm")), ""));
+    let runaway_group = unique_group();
+    let spin = "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}";
+    bad(
+        "runaway.yaml",
+        definition(&runaway_group, &child("cm", &format!("{CM}\n  loop: \"{spin}\"")), ""),
+    );
+    bad(
+        "jsonpath.yaml",
+        base(&format!("{}      readyWhen: '$.status[?@.x =='\n", child("cm", CM)), ""),
+    );
+    bad(
+        "cycle.yaml",
+        base(
+            &format!(
+                "{}      dependsOn: [b]\n{}      dependsOn: [a]\n",
+                child("a", CM),
+                child("b", &CM.replace("-cm", "-b"))
+            ),
+            "",
+        ),
+    );
+    let unknown_kind = "apiVersion: nowhere.stencil.dev/v1\nkind: Gizmo\nmetadata:\n  name: {{ parent.metadata.name }}";
+    bad("unknown-kind.yaml", base(&child("gizmo", unknown_kind), ""));
+    // A second definition of the good parent kind, under another name.
+    bad(
+        "second.yaml",
+        definition(&good, &child("cm", CM), "").replace(
+            &format!("name: widgets.{good}"),
+            &format!("name: second.widgets.{good}"),
+        ),
+    );
+
+    let validate = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .arg("validate")
+        .arg(defs(&dir))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&validate.stderr).to_string() + &String::from_utf8_lossy(&validate.stdout);
+    assert!(!validate.status.success(), "validate passed bad definitions:\n{report}");
+    for file in [
+        "malformed.yaml:",
+        "unknown-field.yaml:",
+        "syntax.yaml:",
+        "jsonpath.yaml:",
+        "cycle.yaml:",
+    ] {
+        assert!(report.contains(file), "validate does not name {file}:\n{report}");
+    }
+
+    let stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(&client, &format!("widgets.{good}")).await;
+    let api = widgets(&client, &good, &ns.name);
+    common::create_when_served(&api, &widget(&good, "ok", json!({"size": 1}))).await;
+    wait_for("the good definition to serve", TIMEOUT, || async {
+        let p = api.get("ok").await.ok()?;
+        condition(&p, "Ready").filter(|c| c["status"] == "True")
+    })
+    .await;
+    let logs = wait_for("every bad definition in the log", TIMEOUT, || async {
+        let logs = stencil.logs();
+        let all = [
+            "malformed.yaml:",
+            "unknown-field.yaml:",
+            "syntax.yaml:",
+            "jsonpath.yaml:",
+            "cycle.yaml:",
+            "Gizmo",
+            "second.widgets",
+        ]
+        .iter()
+        .all(|s| logs.contains(s));
+        all.then_some(logs)
+    })
+    .await;
+    assert!(logs.contains("cycle"), "{logs}");
+    let (code, _) = stencil.get("/healthz").await.expect("the process keeps serving");
+    assert_eq!(code, 200);
+
+    // A runaway template compiles; rendering it for a parent runs out of fuel, which the
+    // parent reports with the template's position.
+    let runaway = widgets(&client, &runaway_group, &ns.name);
+    wait_established(&client, &format!("widgets.{runaway_group}")).await;
+    common::create_when_served(&runaway, &widget(&runaway_group, "spin", json!({"size": 1}))).await;
+    let stalled = wait_for("the runaway parent to be Stalled", TIMEOUT, || async {
+        let p = runaway.get("spin").await.ok()?;
+        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+    })
+    .await;
+    let message = stalled["message"].as_str().unwrap();
+    assert!(
+        message.contains("fuel") && message.contains("runaway.yaml:"),
+        "{message}"
+    );
+}
