@@ -210,7 +210,7 @@ impl Watches {
         let in_scope = move |o: &DynamicObject| {
             keep.is_empty() || o.metadata.namespace.as_ref().is_some_and(|ns| keep.contains(ns))
         };
-        let mut events = watcher(api, config).default_backoff().boxed();
+        let mut events = watcher(api, config).backoff(RetryBackoff::new()).boxed();
         let fan_out = shared.clone();
         let types = kube::core::TypeMeta {
             api_version: resolved.resource.api_version.clone(),
@@ -261,6 +261,41 @@ impl Watches {
         // A store is ready once its first list has arrived.
         let _ = store.wait_until_ready().await;
         Ok(shared)
+    }
+}
+
+/// How long a failing watch waits before it tries again: 0.5 s doubling to 5 s, so a
+/// watch is back within seconds of the API server (kube's default waits up to 30 s).
+struct RetryBackoff {
+    builder: backon::ExponentialBuilder,
+    delays: backon::ExponentialBackoff,
+}
+
+impl RetryBackoff {
+    fn new() -> Self {
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(std::time::Duration::from_millis(500))
+            .with_max_delay(std::time::Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times();
+        RetryBackoff {
+            delays: backon::BackoffBuilder::build(builder),
+            builder,
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = std::time::Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.delays.next()
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.delays = backon::BackoffBuilder::build(self.builder);
     }
 }
 

@@ -58,6 +58,12 @@ pub enum ReconcileError {
 }
 
 impl ReconcileError {
+    /// True when the request never got an answer from the API server (it is down or
+    /// unreachable), as opposed to an answer that refused it.
+    pub fn unreachable(&self) -> bool {
+        matches!(self, ReconcileError::Kube { source, .. } if !matches!(source, kube::Error::Api(_)))
+    }
+
     /// For a request the API server refused (403): what was refused and how to allow it.
     pub fn forbidden(&self) -> Option<String> {
         let ReconcileError::Kube {
@@ -425,7 +431,14 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
     let mut failures = ctx.failures.lock().expect("failures lock");
     let n = failures.entry(key.clone()).or_insert(0);
     *n = (*n + 1).min(10);
-    let delay = Duration::from_millis(500u64 << (*n - 1)).min(Duration::from_secs(300));
+    // An unreachable API server is everyone's problem and costs nothing to retry: parents
+    // come back within seconds of it, instead of after a backoff grown during the outage.
+    let cap = if error.unreachable() {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_secs(300)
+    };
+    let delay = Duration::from_millis(500u64 << (*n - 1)).min(cap);
     METRICS
         .workqueue_retries_total
         .get_or_create(&metrics::queue(&ctx.def.name))

@@ -23,11 +23,22 @@ kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
 # The default Service range is a /24; benchmarks create thousands of Services.
+# The controller manager and the scheduler run without leader election: with it, they
+# exit when the API server is gone for longer than their lease (the fault suite takes it
+# away for 60 s), and nothing would start them again.
 componentsPatches:
   - name: kube-apiserver
     extraArgs:
       - key: service-cluster-ip-range
         value: 10.96.0.0/16
+  - name: kube-controller-manager
+    extraArgs:
+      - key: leader-elect
+        value: "false"
+  - name: kube-scheduler
+    extraArgs:
+      - key: leader-elect
+        value: "false"
 YAML
 
 start=$(date +%s)
