@@ -305,10 +305,20 @@ impl Controller {
         ticks / 100.0
     }
 
+    /// Stops the controller gracefully (SIGTERM).
     fn stop(mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A benchmark that fails part way must not leave its controller running against the
+/// next rig.
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
@@ -710,7 +720,7 @@ async fn latency(client: &Client, ns: &str, samples: usize, prefix: &str, p: Par
                 break;
             }
             assert!(
-                started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < Duration::from_secs(600),
                 "{name} never got its children"
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
