@@ -606,14 +606,7 @@ async fn kro(client: &Client, n: usize, samples: usize, dir: &Path, results: &mu
     .await;
 
     let idle = latency(client, ns, samples, "lat", KRO_APPS).await;
-    results.insert(
-        "kro_b2_idle_p50_ms",
-        json!(percentile(&idle, 0.5).as_secs_f64() * 1000.0),
-    );
-    results.insert(
-        "kro_b2_idle_p99_ms",
-        json!(percentile(&idle, 0.99).as_secs_f64() * 1000.0),
-    );
+    record_latency(results, ["kro_b2_idle_p50_ms", "kro_b2_idle_p99_ms"], &idle);
 
     clear(client, &api, ns).await;
     let names = bulk_names(n, samples);
@@ -623,14 +616,7 @@ async fn kro(client: &Client, n: usize, samples: usize, dir: &Path, results: &mu
         create_parents(&api, &names, KRO_APPS),
         latency(client, ns, samples, "busy", KRO_APPS)
     );
-    results.insert(
-        "kro_b2_busy_p50_ms",
-        json!(percentile(&busy, 0.5).as_secs_f64() * 1000.0),
-    );
-    results.insert(
-        "kro_b2_busy_p99_ms",
-        json!(percentile(&busy, 0.99).as_secs_f64() * 1000.0),
-    );
+    record_latency(results, ["kro_b2_busy_p50_ms", "kro_b2_busy_p99_ms"], &busy);
     let total = n;
     until("kro's convergence", Duration::from_secs(3600), || async {
         count_children(client, ns).await >= 3 * total && count_ready(&api).await >= total
@@ -694,6 +680,13 @@ async fn delete_all(api: &Api<DynamicObject>) {
         },
     )
     .await;
+}
+
+/// Records a sorted latency sample's p50 and p99, in milliseconds, under `keys`.
+fn record_latency(results: &mut BTreeMap<&str, Value>, keys: [&'static str; 2], sorted: &[Duration]) {
+    for (key, p) in keys.into_iter().zip([0.5, 0.99]) {
+        results.insert(key, json!(percentile(sorted, p).as_secs_f64() * 1000.0));
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -766,14 +759,7 @@ async fn main() {
 
     // B2 idle latency.
     let idle_latency = latency(&client, ns, samples, "lat", APPS).await;
-    results.insert(
-        "b2_idle_p50_ms",
-        json!(percentile(&idle_latency, 0.5).as_secs_f64() * 1000.0),
-    );
-    results.insert(
-        "b2_idle_p99_ms",
-        json!(percentile(&idle_latency, 0.99).as_secs_f64() * 1000.0),
-    );
+    record_latency(&mut results, ["b2_idle_p50_ms", "b2_idle_p99_ms"], &idle_latency);
 
     // B1 convergence of N parents, with B4/B5 sampled; B2 is sampled again while the
     // creates run, its parents being part of the N.
@@ -785,14 +771,7 @@ async fn main() {
         create_parents(&api, &names, APPS),
         latency(&client, ns, samples, "busy", APPS)
     );
-    results.insert(
-        "b2_busy_p50_ms",
-        json!(percentile(&busy_latency, 0.5).as_secs_f64() * 1000.0),
-    );
-    results.insert(
-        "b2_busy_p99_ms",
-        json!(percentile(&busy_latency, 0.99).as_secs_f64() * 1000.0),
-    );
+    record_latency(&mut results, ["b2_busy_p50_ms", "b2_busy_p99_ms"], &busy_latency);
     let total_parents = n;
     until("convergence", Duration::from_secs(3600), || async {
         count_children(&client, ns).await >= 3 * total_parents && count_ready(&api).await >= total_parents

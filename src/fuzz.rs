@@ -149,6 +149,14 @@ fn apply(text: &str, edits: &[Edit]) -> String {
     s
 }
 
+/// The example parents of the bundled operators.
+fn examples() -> Vec<Value> {
+    EXAMPLES
+        .iter()
+        .flat_map(|e| crate::yaml::documents::<Value>(e).expect("examples parse"))
+        .collect()
+}
+
 /// Renders every definition that compiled against `parent`; an error is fine, a panic
 /// is not.
 fn render_all(file: &str, text: &str, parent: &Value) {
@@ -179,10 +187,7 @@ fn arbitrary_text_never_panics_the_parser_or_the_compiler() {
 
 #[test]
 fn edited_bundled_definitions_never_panic_the_compiler_or_render() {
-    let examples: Vec<Value> = EXAMPLES
-        .iter()
-        .flat_map(|e| crate::yaml::documents::<Value>(e).expect("examples parse"))
-        .collect();
+    let examples = examples();
     fuzz(
         (0..OPERATORS.len(), proptest::collection::vec(edit(), 1..6)),
         |(which, edits)| {
@@ -215,10 +220,7 @@ fn json_value() -> impl Strategy<Value = Value> {
 
 #[test]
 fn arbitrary_parents_never_panic_render_of_the_bundled_operators() {
-    let examples: Vec<Value> = EXAMPLES
-        .iter()
-        .flat_map(|e| crate::yaml::documents::<Value>(e).expect("examples parse"))
-        .collect();
+    let examples = examples();
     fuzz(
         (0..examples.len(), json_value(), json_value()),
         |(which, spec, metadata_extra)| {

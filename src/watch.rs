@@ -139,11 +139,22 @@ impl SharedWatch {
     }
 
     fn publish(&self, obj: Arc<DynamicObject>) {
-        self.subscribers
-            .lock()
-            .expect("subscribers lock")
-            .retain(|tx| tx.send(obj.clone()).is_ok());
+        send_all(&self.subscribers, &obj);
     }
+
+    fn publish_deletion(&self, obj: &DynamicObject) {
+        let obj = Arc::new(obj.clone());
+        send_all(&self.subscribers, &obj);
+        send_all(&self.deletion_subscribers, &obj);
+    }
+}
+
+/// Sends to every subscriber, forgetting those that have gone.
+fn send_all(subscribers: &Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>, obj: &Arc<DynamicObject>) {
+    subscribers
+        .lock()
+        .expect("subscribers lock")
+        .retain(|tx| tx.send(obj.clone()).is_ok());
 }
 
 /// All watches of the process, keyed by kind and selection.
@@ -239,15 +250,7 @@ impl Watches {
                         fan_out.index(&event);
                         match &event {
                             Event::Apply(o) | Event::InitApply(o) => fan_out.publish_stored(o),
-                            Event::Delete(o) => {
-                                let o = Arc::new(o.clone());
-                                fan_out.publish(o.clone());
-                                fan_out
-                                    .deletion_subscribers
-                                    .lock()
-                                    .expect("subscribers lock")
-                                    .retain(|tx| tx.send(o.clone()).is_ok());
-                            }
+                            Event::Delete(o) => fan_out.publish_deletion(o),
                             Event::Init | Event::InitDone => {}
                         }
                     }

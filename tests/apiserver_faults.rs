@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    CM, Process, TestNamespace, assert_invariants, child, client, definition, full_faults, spawn_stencil, unique_group,
-    wait_established, wait_for,
+    CM, Process, TestNamespace, assert_invariants, child, client, count_ready, definition, full_faults, spawn_stencil,
+    unique_group, wait_established, wait_for,
 };
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -51,32 +51,8 @@ async fn etcd(url: &str, path: &str, body: Value) -> Value {
     serde_json::from_str(&json[start..=end]).unwrap()
 }
 
-async fn ready(api: &Api<DynamicObject>) -> usize {
-    api.list(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .filter(|w| {
-                    w.data
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array)
-                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 async fn writes(p: &Process) -> f64 {
-    let mut total = 0.0;
-    for method in ["POST", "PUT", "PATCH", "DELETE"] {
-        total += p
-            .metric(&format!("rest_client_requests_total{{method=\"{method}\"}}"))
-            .await
-            .unwrap_or(0.0);
-    }
-    total
+    p.requests(&["POST", "PUT", "PATCH", "DELETE"]).await
 }
 
 /// Every reconcile so far, whatever its result.
@@ -108,7 +84,7 @@ async fn outage(api: &Api<DynamicObject>, expected: usize, outage: Duration) -> 
     wait_for(
         &format!("{expected} parents Ready after a {outage:?} outage"),
         Duration::from_secs(300),
-        || async { (ready(api).await == expected).then_some(()) },
+        || async { (count_ready(api).await == expected).then_some(()) },
     )
     .await;
     restarted.elapsed()
@@ -137,7 +113,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     let first = 10;
     create(&api, &group, (0..first).map(|i| format!("w{i}"))).await;
     wait_for("the first parents Ready", Duration::from_secs(90), || async {
-        (ready(&api).await == first).then_some(())
+        (count_ready(&api).await == first).then_some(())
     })
     .await;
 
@@ -183,7 +159,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     wait_for(
         "the parents Ready after the relist",
         Duration::from_secs(90),
-        || async { (ready(&api).await == first).then_some(()) },
+        || async { (count_ready(&api).await == first).then_some(()) },
     )
     .await;
     // Let every parent be reconciled after the relist, then check nothing was written:

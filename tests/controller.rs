@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{
-    CM, Stencil, TestNamespace, child, client, definition, start_stencil, unique_group, wait_established, wait_for,
+    CM, Stencil, TestNamespace, child, client, condition, definition, start_stencil, unique_group, wait_established,
+    wait_for,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -107,14 +108,6 @@ const ORPHAN: &str = "  finalize:\n    deletionPolicy: Orphan\n";
 fn widgets(client: &Client, group: &str, ns: &str) -> Api<DynamicObject> {
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
     Api::namespaced_with(client.clone(), ns, &ar)
-}
-
-fn condition(obj: &Value, type_: &str) -> Option<Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
 }
 
 fn size_is(v: &'static str) -> impl Fn(&Value) -> bool {

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{
-    CM, Process, TestNamespace, assert_invariants, child, client, definition, full_faults, spawn_stencil,
-    spawn_stencil_env, unique_group, wait_established, wait_for,
+    CM, Process, TestNamespace, assert_invariants, child, client, condition, count_ready, definition, full_faults,
+    spawn_stencil, spawn_stencil_env, unique_group, wait_established, wait_for,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Client;
@@ -33,22 +33,16 @@ fn widget(group: &str, name: &str, spec: Value) -> DynamicObject {
     .unwrap()
 }
 
-fn condition(obj: &DynamicObject, type_: &str) -> Option<Value> {
-    obj.data
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-        .cloned()
+/// The ConfigMap template, placed in namespace `far` and named `<parent>-far`.
+fn far_cm(far: &str) -> String {
+    CM.replace("metadata:\n", &format!("metadata:\n  namespace: {far}\n"))
+        .replace("-cm", "-far")
 }
 
 /// Children: a ConfigMap beside the parent and one in `far`, so every parent carries the
 /// finalizer and its deletion needs Stencil's writes.
 fn near_and_far(far: &str) -> String {
-    let cross = CM
-        .replace("metadata:\n", &format!("metadata:\n  namespace: {far}\n"))
-        .replace("-cm", "-far");
-    format!("{}{}", child("cm", CM), child("far", &cross))
+    format!("{}{}", child("cm", CM), child("far", &far_cm(far)))
 }
 
 /// The definitions directory inside a test's scratch directory; logs stay outside it, so
@@ -66,6 +60,27 @@ fn run_args(dir: &Path) -> Vec<String> {
     ]
 }
 
+/// Stencil serving one definition file from a scratch directory that lives as long as
+/// this does.
+struct Served {
+    _dir: tempfile::TempDir,
+    stencil: Process,
+}
+
+/// Writes `text` as the only definition of `group`'s Widget, starts Stencil on it and
+/// waits until the Widget CRD is established.
+async fn serve(client: &Client, group: &str, text: String) -> Served {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(defs(&dir).join("widgets.yaml"), text).unwrap();
+    let stencil = spawn_stencil(
+        &run_args(&defs(&dir)),
+        &common::kubeconfig_path(),
+        dir.path().join("stencil.log"),
+    );
+    wait_established(client, &format!("widgets.{group}")).await;
+    Served { _dir: dir, stencil }
+}
+
 /// Waits for a process to end by itself (an injected abort), or until the work it was
 /// given is done (`done`), whichever comes first; then kills it.
 async fn until_exit_or<F, Fut>(mut p: Process, what: &str, done: F)
@@ -78,18 +93,6 @@ where
         assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn count_ready(api: &Api<DynamicObject>) -> usize {
-    api.list(&ListParams::default())
-        .await
-        .map(|l| {
-            l.items
-                .iter()
-                .filter(|w| condition(w, "Ready").is_some_and(|c| c["status"] == "True"))
-                .count()
-        })
-        .unwrap_or(0)
 }
 
 async fn count_children(client: &Client, namespaces: &[&str]) -> usize {
@@ -183,19 +186,8 @@ async fn a_child_whose_finalizer_never_clears_is_named_and_the_parent_does_not_s
     let group = unique_group();
     let ns = TestNamespace::new(&client, "hold").await;
     let far = TestNamespace::new(&client, "hold-far").await;
-    let dir = tempfile::tempdir().unwrap();
     let extra = format!("  allowedNamespaces: [{}]\n", far.name);
-    std::fs::write(
-        defs(&dir).join("widgets.yaml"),
-        definition(&group, &near_and_far(&far.name), &extra),
-    )
-    .unwrap();
-    let stencil = spawn_stencil(
-        &run_args(&defs(&dir)),
-        &common::kubeconfig_path(),
-        dir.path().join("stencil.log"),
-    );
-    wait_established(&client, &format!("widgets.{group}")).await;
+    let served = serve(&client, &group, definition(&group, &near_and_far(&far.name), &extra)).await;
     let api = widgets(&client, &group, &ns.name);
     common::create_when_served(&api, &widget(&group, "h", json!({"size": 1}))).await;
     let far_cms: Api<ConfigMap> = Api::namespaced(client.clone(), &far.name);
@@ -211,7 +203,7 @@ async fn a_child_whose_finalizer_never_clears_is_named_and_the_parent_does_not_s
     api.delete("h", &DeleteParams::default()).await.unwrap();
     let message = wait_for("the parent to name the blocking child", TIMEOUT, || async {
         let p = api.get("h").await.ok()?;
-        let c = condition(&p, "Ready")?;
+        let c = condition(&p.data, "Ready")?;
         let m = c["message"].as_str()?.to_string();
         (c["reason"] == "Deleting" && m.contains("h-far") && m.contains("test.stencil.dev/hold")).then_some(m)
     })
@@ -219,23 +211,9 @@ async fn a_child_whose_finalizer_never_clears_is_named_and_the_parent_does_not_s
     assert!(message.contains(&far.name), "{message}");
 
     // Waiting is not spinning: over 10 s, the blocked parent costs a handful of requests.
-    let before = stencil
-        .metric("rest_client_requests_total{method=\"PATCH\"}")
-        .await
-        .unwrap_or(0.0)
-        + stencil
-            .metric("rest_client_requests_total{method=\"DELETE\"}")
-            .await
-            .unwrap_or(0.0);
+    let before = served.stencil.requests(&["PATCH", "DELETE"]).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let after = stencil
-        .metric("rest_client_requests_total{method=\"PATCH\"}")
-        .await
-        .unwrap_or(0.0)
-        + stencil
-            .metric("rest_client_requests_total{method=\"DELETE\"}")
-            .await
-            .unwrap_or(0.0);
+    let after = served.stencil.requests(&["PATCH", "DELETE"]).await;
     assert!(after - before <= 3.0, "{} writes in 10 s while waiting", after - before);
 
     let release = json!({"metadata": {"finalizers": null}});
@@ -256,19 +234,8 @@ async fn deleting_the_namespace_of_parents_leaves_nothing_behind() {
     let group = unique_group();
     let ns = TestNamespace::new(&client, "nsdel").await;
     let far = TestNamespace::new(&client, "nsdel-far").await;
-    let dir = tempfile::tempdir().unwrap();
     let extra = format!("  allowedNamespaces: [{}]\n", far.name);
-    std::fs::write(
-        defs(&dir).join("widgets.yaml"),
-        definition(&group, &near_and_far(&far.name), &extra),
-    )
-    .unwrap();
-    let _stencil = spawn_stencil(
-        &run_args(&defs(&dir)),
-        &common::kubeconfig_path(),
-        dir.path().join("stencil.log"),
-    );
-    wait_established(&client, &format!("widgets.{group}")).await;
+    let _stencil = serve(&client, &group, definition(&group, &near_and_far(&far.name), &extra)).await;
     let api = widgets(&client, &group, &ns.name);
     for i in 0..3 {
         common::create_when_served(&api, &widget(&group, &format!("n{i}"), json!({"size": i}))).await;
@@ -293,18 +260,11 @@ async fn a_parent_that_breaks_its_schema_or_its_template_affects_no_other() {
     let client = client().await;
     let group = unique_group();
     let ns = TestNamespace::new(&client, "badparent").await;
-    let dir = tempfile::tempdir().unwrap();
     let strict = definition(&group, &child("cm", CM), "").replace(
         "spec: {type: object, x-kubernetes-preserve-unknown-fields: true}",
         "spec: {type: object, properties: {size: {type: integer, minimum: 0}}}",
     );
-    std::fs::write(defs(&dir).join("widgets.yaml"), strict).unwrap();
-    let _stencil = spawn_stencil(
-        &run_args(&defs(&dir)),
-        &common::kubeconfig_path(),
-        dir.path().join("stencil.log"),
-    );
-    wait_established(&client, &format!("widgets.{group}")).await;
+    let _stencil = serve(&client, &group, strict).await;
     let api = widgets(&client, &group, &ns.name);
     common::create_when_served(&api, &widget(&group, "good", json!({"size": 1}))).await;
 
@@ -324,7 +284,7 @@ async fn a_parent_that_breaks_its_schema_or_its_template_affects_no_other() {
         .unwrap();
     let stalled = wait_for("the empty parent to be Stalled", TIMEOUT, || async {
         let p = api.get("empty").await.ok()?;
-        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+        condition(&p.data, "Stalled").filter(|c| c["status"] == "True")
     })
     .await;
     assert!(
@@ -333,7 +293,7 @@ async fn a_parent_that_breaks_its_schema_or_its_template_affects_no_other() {
     );
     wait_for("the good parent Ready regardless", TIMEOUT, || async {
         let p = api.get("good").await.ok()?;
-        condition(&p, "Ready").filter(|c| c["status"] == "True")
+        condition(&p.data, "Ready").filter(|c| c["status"] == "True")
     })
     .await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
@@ -347,26 +307,17 @@ async fn a_child_outside_the_parent_namespace_is_refused_and_nothing_is_written_
     let group = unique_group();
     let ns = TestNamespace::new(&client, "iso").await;
     let other = TestNamespace::new(&client, "iso-other").await;
-    let dir = tempfile::tempdir().unwrap();
-    let cross = CM
-        .replace("metadata:\n", &format!("metadata:\n  namespace: {}\n", other.name))
-        .replace("-cm", "-far");
-    std::fs::write(
-        defs(&dir).join("widgets.yaml"),
-        definition(&group, &child("far", &cross), ""),
+    let _stencil = serve(
+        &client,
+        &group,
+        definition(&group, &child("far", &far_cm(&other.name)), ""),
     )
-    .unwrap();
-    let _stencil = spawn_stencil(
-        &run_args(&defs(&dir)),
-        &common::kubeconfig_path(),
-        dir.path().join("stencil.log"),
-    );
-    wait_established(&client, &format!("widgets.{group}")).await;
+    .await;
     let api = widgets(&client, &group, &ns.name);
     common::create_when_served(&api, &widget(&group, "i", json!({"size": 1}))).await;
     let stalled = wait_for("the parent to be Stalled", TIMEOUT, || async {
         let p = api.get("i").await.ok()?;
-        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+        condition(&p.data, "Stalled").filter(|c| c["status"] == "True")
     })
     .await;
     assert!(
@@ -453,7 +404,7 @@ async fn bad_definitions_are_reported_with_their_location_and_the_good_one_serve
     common::create_when_served(&api, &widget(&good, "ok", json!({"size": 1}))).await;
     wait_for("the good definition to serve", TIMEOUT, || async {
         let p = api.get("ok").await.ok()?;
-        condition(&p, "Ready").filter(|c| c["status"] == "True")
+        condition(&p.data, "Ready").filter(|c| c["status"] == "True")
     })
     .await;
     let logs = wait_for("every bad definition in the log", TIMEOUT, || async {
@@ -483,7 +434,7 @@ async fn bad_definitions_are_reported_with_their_location_and_the_good_one_serve
     common::create_when_served(&runaway, &widget(&runaway_group, "spin", json!({"size": 1}))).await;
     let stalled = wait_for("the runaway parent to be Stalled", TIMEOUT, || async {
         let p = runaway.get("spin").await.ok()?;
-        condition(&p, "Stalled").filter(|c| c["status"] == "True")
+        condition(&p.data, "Stalled").filter(|c| c["status"] == "True")
     })
     .await;
     let message = stalled["message"].as_str().unwrap();

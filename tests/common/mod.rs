@@ -297,6 +297,18 @@ impl Process {
         Some((status, body))
     }
 
+    /// Requests the process has made with these HTTP methods, from its metrics.
+    pub async fn requests(&self, methods: &[&str]) -> f64 {
+        let mut total = 0.0;
+        for method in methods {
+            total += self
+                .metric(&format!("rest_client_requests_total{{method=\"{method}\"}}"))
+                .await
+                .unwrap_or(0.0);
+        }
+        total
+    }
+
     /// The value of one metric sample, e.g. `leader_election_master_status{name="x"}`.
     pub async fn metric(&self, sample: &str) -> Option<f64> {
         let (_, body) = self.get("/metrics").await?;
@@ -380,6 +392,28 @@ spec:
 {extra}  children:
 {children}"
     )
+}
+
+/// The condition of `type_` in an object's status.
+pub fn condition(obj: &serde_json::Value, type_: &str) -> Option<serde_json::Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .cloned()
+}
+
+/// How many objects of `api` are `Ready=True`; 0 while the list fails.
+pub async fn count_ready(api: &Api<kube::api::DynamicObject>) -> usize {
+    api.list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .filter(|o| condition(&o.data, "Ready").is_some_and(|c| c["status"] == "True"))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// True when the fault suite runs in full (`make test-faults`), not its fast cases.
