@@ -18,7 +18,7 @@ test: lint unit golden integration ## Everything: fmt, clippy, unit, golden and 
 .PHONY: lint
 lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --locked -- -D warnings
+	$(CARGO) clippy --all-targets --all-features --locked -- -D warnings
 
 .PHONY: unit
 unit: ## Unit tests (no cluster)
@@ -42,10 +42,10 @@ golden: build ## Validate the bundled operators and run their golden cases
 .PHONY: integration
 integration: ## Integration tests against the rig (or STENCIL_TEST_KUBECONFIG's cluster)
 ifdef STENCIL_TEST_KUBECONFIG
-	$(CARGO) test --locked --test '*'
+	$(CARGO) test --locked --features fault-injection --test '*'
 else
 	$(MAKE) --no-print-directory testenv-up
-	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --test '*' || status=$$?; \
+	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --features fault-injection --test '*' || status=$$?; \
 	if [ $$status = 0 ]; then $(MAKE) --no-print-directory bench-smoke || status=$$?; fi; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 endif
@@ -55,7 +55,7 @@ test-faults: ## The whole fault suite: 10 min of fuzzing, every crash point, 5 s
 	STENCIL_FUZZ_SECONDS=200 $(CARGO) test --locked --release --lib fuzz -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_FAULTS=full STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) \
-	  $(CARGO) test --locked --test faults --test apiserver_faults -- --nocapture || status=$$?; \
+	  $(CARGO) test --locked --features fault-injection --test faults --test apiserver_faults -- --nocapture || status=$$?; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 
 .PHONY: bench

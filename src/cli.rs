@@ -108,9 +108,16 @@ pub struct RunArgs {
     /// How long the Lease is valid without renewal.
     #[arg(long, default_value = "15s", value_parser = seconds)]
     pub lease_duration: std::time::Duration,
-    /// How often the leader renews the Lease; it has the rest of the Lease to succeed.
+    /// How long the leader keeps writing without a renewal; shorter than the Lease
+    /// duration, so it has stopped before a standby may take over.
+    #[arg(long, default_value = "10s", value_parser = seconds)]
+    pub renew_deadline: std::time::Duration,
+    /// How often the leader renews the Lease.
     #[arg(long, default_value = "2s", value_parser = seconds)]
     pub retry_period: std::time::Duration,
+    /// How long a watch's first list may take before the definition reports it.
+    #[arg(long, default_value = "10s", value_parser = seconds)]
+    pub sync_timeout: std::time::Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

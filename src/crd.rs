@@ -1,5 +1,6 @@
-//! CustomResourceDefinitions Stencil produces, purely: its own OperatorDefinition CRD and
-//! the parent CRD a definition declares in `spec.crd`.
+//! CustomResourceDefinitions: the ones Stencil produces, purely (its own OperatorDefinition
+//! CRD and the parent CRD a definition declares in `spec.crd`), and installing a
+//! definition's parent CRD in the cluster.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
@@ -26,6 +27,18 @@ pub enum CrdError {
         /// What was wrong.
         message: String,
     },
+    /// The API server refused the CRD.
+    #[error("cannot apply CRD {name}: {source}")]
+    Apply {
+        /// The CRD's name.
+        name: String,
+        /// What the server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The CRD was applied but the API server does not serve it yet.
+    #[error("CRD {0} is not Established yet")]
+    NotEstablished(String),
 }
 
 /// The OperatorDefinition CRD, as `stencil crd` prints it and the chart ships it.
@@ -103,6 +116,51 @@ pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefin
         },
         status: None,
     }))
+}
+
+/// Applies a definition's parent CRD, unless the live one already matches (so a restart
+/// writes nothing), and waits up to 10 s until it is Established.
+pub async fn install(client: &kube::Client, def: &CompiledDefinition) -> Result<(), CrdError> {
+    use crate::reconcile::diff::{live_contains, live_hash, with_hash};
+    use kube::ResourceExt;
+    use kube::api::{Api, Patch, PatchParams};
+
+    let Some(crd) = parent_crd(def)? else {
+        return Ok(());
+    };
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.name_any();
+    let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
+    let live = api
+        .get_opt(&name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| serde_json::to_value(c).ok());
+    let current = live.is_some_and(|l| live_hash(&l) == Some(hash.as_str()) && live_contains(&l, &desired));
+    if !current {
+        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(&desired))
+            .await
+            .map_err(|source| CrdError::Apply {
+                name: name.clone(),
+                source,
+            })?;
+    }
+    for _ in 0..100 {
+        let established = api
+            .get(&name)
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        if established {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(CrdError::NotEstablished(name))
 }
 
 #[cfg(test)]

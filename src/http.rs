@@ -10,7 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::metrics::METRICS;
+use crate::metrics::Metrics;
 
 /// What `/readyz` reports.
 #[derive(Debug, Default)]
@@ -56,13 +56,13 @@ pub struct ServeError {
 }
 
 /// Binds `addr` and serves until the process ends; returns the bound address.
-pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, ServeError> {
+pub async fn serve(addr: SocketAddr, health: Arc<Health>, metrics: Arc<Metrics>) -> Result<SocketAddr, ServeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServeError { addr, source })?;
     let app = Router::new()
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(move || encode(metrics.clone())))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
@@ -88,12 +88,12 @@ pub async fn serve(addr: SocketAddr, health: Arc<Health>) -> Result<SocketAddr, 
     Ok(bound)
 }
 
-async fn metrics() -> impl IntoResponse {
+async fn encode(metrics: Arc<Metrics>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        METRICS.encode(),
+        metrics.encode(),
     )
 }

@@ -3,6 +3,7 @@
 //! renders them purely, and (in the controller) reconciles them against a cluster.
 
 pub mod compile;
+pub mod conditions;
 pub mod crd;
 pub mod definition;
 pub mod discovery;
@@ -14,11 +15,14 @@ pub mod http;
 pub mod labels;
 pub mod leader;
 pub mod metrics;
+pub mod object_key;
 pub mod rbac;
 pub mod readiness;
 pub mod reconcile;
 pub mod registry;
 pub mod render;
+pub mod runtime;
 pub mod source;
+pub mod tasks;
 pub mod watch;
 pub mod yaml;

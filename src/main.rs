@@ -1,5 +1,5 @@
-//! The `stencil` binary: parses arguments and wires the library's pieces together. The
-//! only module that uses anyhow.
+//! The `stencil` binary: parses arguments and calls the library. The only module that
+//! uses anyhow.
 
 mod cli;
 
@@ -179,8 +179,7 @@ fn crd_cmd(definitions: &[PathBuf]) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stencil run`: sources feed the registry, which runs one controller per definition
-/// while this process leads.
+/// `stencil run`: logs, then the library's runtime until a signal.
 #[tokio::main]
 async fn run(args: RunArgs) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
@@ -189,115 +188,34 @@ async fn run(args: RunArgs) -> Result<()> {
         LogFormat::Json => logs.json().flatten_event(true).with_current_span(true).init(),
         LogFormat::Text => logs.init(),
     }
-    let client = counting_client().await?;
-    let cluster = !args.no_cluster_definitions;
-    let health = stencil::http::Health::new(!args.definitions.is_empty(), cluster);
-    let bound = stencil::http::serve(args.metrics_addr, health.clone()).await?;
-    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
-
-    let watches = std::sync::Arc::new(stencil::watch::Watches::new(client.clone(), args.namespaces.clone()));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let _file_watch = if args.definitions.is_empty() {
-        None
-    } else {
-        let watch = files::watch(args.definitions.clone(), tx.clone()).context("watching --definitions")?;
-        health.files_synced();
-        Some(watch)
-    };
-    if cluster {
-        let synced = health.clone();
-        tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), move || {
-            synced.cluster_synced()
-        }));
-    }
-
-    let mut election = None;
-    if args.leader_elect {
-        let settings = stencil::leader::Settings {
-            namespace: args
-                .leader_election_namespace
-                .clone()
-                .or_else(|| std::env::var("POD_NAMESPACE").ok())
-                .unwrap_or_else(|| "default".into()),
-            name: args.leader_election_id.clone(),
-            identity: std::env::var("POD_NAME").unwrap_or_else(|_| format!("stencil-{:08x}", rand::random::<u32>())),
-            lease_duration: args.lease_duration,
-            retry_period: args.retry_period,
-        };
-        let mut e = stencil::leader::Election::start(client.clone(), &settings)
-            .await
-            .context("joining the leader election")?;
-        tracing::info!(lease = %settings.name, identity = %settings.identity, "waiting to become the leader");
-        tokio::select! {
-            _ = e.acquired() => tracing::info!("became the leader"),
-            _ = shutdown_signal() => {
-                e.release().await;
-                return Ok(());
-            }
-        }
-        election = Some(e);
-    }
-
-    let registry = stencil::registry::Registry::new(client, watches, args.concurrency);
-    tracing::info!(definitions = ?args.definitions, namespaces = ?args.namespaces, "stencil running");
-    let lost = async {
-        match election.as_mut() {
-            Some(e) => e.lost().await,
-            None => std::future::pending().await,
-        }
-    };
-    let outcome = tokio::select! {
-        _ = registry.run(rx) => Ok(()),
-        _ = shutdown_signal() => {
-            tracing::info!("shutting down");
-            Ok(())
-        }
-        _ = lost => Err(anyhow::anyhow!("lost the leader Lease; exiting so a fresh process can stand by")),
-    };
-    if let Some(e) = election {
-        e.release().await;
-    }
-    outcome
-}
-
-/// Fault injection for the fault suite: with this set to k, the process aborts (as a
-/// kill -9 would stop it, without any cleanup) instead of sending its (k+1)-th write.
-const ABORT_AFTER_WRITES: &str = "STENCIL_FAULT_ABORT_AFTER_WRITES";
-
-/// The API client, counting every request by method in `rest_client_requests_total`.
-async fn counting_client() -> Result<kube::Client> {
     let config = kube::Config::infer()
         .await
         .context("finding the cluster's configuration")?;
-    let abort_after: Option<u64> = match std::env::var(ABORT_AFTER_WRITES) {
-        Ok(v) => Some(
-            v.parse()
-                .with_context(|| format!("{ABORT_AFTER_WRITES}={v} is not a number"))?,
-        ),
-        Err(_) => None,
-    };
-    let writes = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let count = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        if let Some(k) = abort_after
-            && req.method() != http::Method::GET
-            && writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= k
-        {
-            eprintln!("{ABORT_AFTER_WRITES}={k}: aborting before write {}", k + 1);
-            std::process::abort();
-        }
-        let label = stencil::metrics::MethodLabel {
-            method: req.method().to_string(),
-        };
-        stencil::metrics::METRICS
-            .rest_client_requests_total
-            .get_or_create(&label)
-            .inc();
-        req
+    let leader = args.leader_elect.then(|| stencil::leader::Settings {
+        namespace: args
+            .leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into()),
+        name: args.leader_election_id.clone(),
+        identity: std::env::var("POD_NAME").unwrap_or_else(|_| format!("stencil-{:08x}", rand::random::<u32>())),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
     });
-    Ok(kube::client::ClientBuilder::try_from(config)
-        .context("building the API client")?
-        .with_layer(&count)
-        .build())
+    let options = stencil::runtime::Options {
+        definitions: args.definitions,
+        cluster_definitions: !args.no_cluster_definitions,
+        namespaces: args.namespaces,
+        concurrency: args.concurrency,
+        metrics_addr: Some(args.metrics_addr),
+        leader,
+        sync_timeout: args.sync_timeout,
+    };
+    stencil::runtime::Runtime::new(config, options)
+        .run(shutdown_signal())
+        .await?;
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -1,7 +1,5 @@
 //! Prometheus metrics: controller-runtime's names (labelled by definition, so existing
-//! dashboards work) and Stencil's own. One process-wide registry, encoded on /metrics.
-
-use std::sync::LazyLock;
+//! dashboards work) and Stencil's own. One registry per runtime, passed to whoever counts, encoded on /metrics.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -77,8 +75,8 @@ pub struct Metrics {
     pub reconcile_errors_total: Family<ControllerLabel, Counter>,
     /// Reconcile duration.
     pub reconcile_time_seconds: Family<ControllerLabel, Histogram, fn() -> Histogram>,
-    /// Reconciles running now.
-    pub workqueue_depth: Family<QueueLabel, Gauge>,
+    /// Reconciles running now (not queued work, which kube's scheduler does not expose).
+    pub reconciles_in_flight: Family<DefinitionLabel, Gauge>,
     /// Reconcile requests from watch events.
     pub workqueue_adds_total: Family<QueueLabel, Counter>,
     /// Time from a watch event to the start of the reconcile it caused.
@@ -102,13 +100,20 @@ pub struct Metrics {
     registry: Registry,
 }
 
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Metrics {
+    /// A fresh set of metrics, all zero; the runtime makes one per process and passes it on.
+    pub fn new() -> Metrics {
         let m = Metrics {
             reconcile_total: Family::default(),
             reconcile_errors_total: Family::default(),
             reconcile_time_seconds: Family::new_with_constructor(seconds),
-            workqueue_depth: Family::default(),
+            reconciles_in_flight: Family::default(),
             workqueue_adds_total: Family::default(),
             workqueue_queue_duration_seconds: Family::new_with_constructor(seconds),
             workqueue_retries_total: Family::default(),
@@ -137,7 +142,11 @@ impl Metrics {
             "Time per reconcile",
             m.reconcile_time_seconds.clone(),
         );
-        r.register("workqueue_depth", "Reconciles in progress", m.workqueue_depth.clone());
+        r.register(
+            "stencil_reconciles_in_flight",
+            "Reconciles running now",
+            m.reconciles_in_flight.clone(),
+        );
         r.register(
             "workqueue_adds",
             "Reconcile requests from watch events",
@@ -191,8 +200,6 @@ impl Metrics {
     }
 }
 
-/// The process-wide metrics.
-pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 
 /// Shorthand for a definition label.
 pub fn definition(name: &str) -> DefinitionLabel {
@@ -219,19 +226,20 @@ mod tests {
 
     #[test]
     fn controller_runtime_names_are_exported() {
-        METRICS
+        let metrics = Metrics::new();
+        metrics
             .reconcile_total
             .get_or_create(&ResultLabels {
                 controller: "d".into(),
                 result: "success".into(),
             })
             .inc();
-        METRICS.workqueue_adds_total.get_or_create(&queue("d")).inc();
-        METRICS
+        metrics.workqueue_adds_total.get_or_create(&queue("d")).inc();
+        metrics
             .template_render_seconds
             .get_or_create(&definition("d"))
             .observe(0.001);
-        let text = METRICS.encode();
+        let text = metrics.encode();
         assert!(
             text.contains("controller_runtime_reconcile_total{controller=\"d\",result=\"success\"}"),
             "{text}"

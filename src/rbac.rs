@@ -205,7 +205,7 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         own.grant(
             "coordination.k8s.io",
             "leases",
-            &["get", "create", "update", "patch"],
+            &["get", "list", "watch", "create", "update", "patch"],
             &[],
         );
     }

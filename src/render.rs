@@ -10,9 +10,11 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::compile::{CompiledDefinition, Origin, names, template_message, template_position};
+use crate::conditions::condition;
 use crate::definition::{Child, UpdatePolicy};
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
+use crate::object_key::ObjectKey;
 use crate::readiness::{Readiness, default_readiness};
 
 /// Largest output one template may render, in bytes.
@@ -306,13 +308,12 @@ pub fn match_lookups(requests: &[LookupRequest], objects: &[Value]) -> BTreeMap<
     requests
         .iter()
         .filter_map(|r| {
-            let want = Gvk::parse(&r.api_version, &r.kind).ok()?;
+            let want = ObjectKey::new(&Gvk::parse(&r.api_version, &r.kind).ok()?, r.namespace.as_deref(), &r.name);
+            // A request without a namespace (a cluster-scoped kind) matches by name alone.
             let found = objects.iter().find(|o| {
-                identity(o).is_some_and(|(g, ns, name)| {
-                    g.group == want.group
-                        && g.kind == want.kind
-                        && name == r.name
-                        && (r.namespace.is_none() || ns == r.namespace)
+                ObjectKey::of_value(o).is_some_and(|k| {
+                    (k.group == want.group && k.kind == want.kind && k.name == want.name)
+                        && (want.namespace.is_none() || k.namespace == want.namespace)
                 })
             })?;
             Some((r.lookup.clone(), found.clone()))
@@ -322,25 +323,6 @@ pub fn match_lookups(requests: &[LookupRequest], objects: &[Value]) -> BTreeMap<
 
 fn definition_value(def: &CompiledDefinition) -> Value {
     json!({"name": def.name, "parent": {"apiVersion": def.spec.parent.api_version, "kind": def.spec.parent.kind}})
-}
-
-/// `(gvk, namespace, name)` of an object.
-fn identity(obj: &Value) -> Option<(Gvk, Option<String>, String)> {
-    let gvk = Gvk::parse(obj.get("apiVersion")?.as_str()?, obj.get("kind")?.as_str()?).ok()?;
-    let name = obj.pointer("/metadata/name")?.as_str()?.to_string();
-    let ns = obj
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string);
-    Some((gvk, ns, name))
-}
-
-fn same_object(a: &Value, b: &Value) -> bool {
-    match (identity(a), identity(b)) {
-        (Some((ga, na, a)), Some((gb, nb, b))) => ga.group == gb.group && ga.kind == gb.kind && na == nb && a == b,
-        _ => false,
-    }
 }
 
 /// `children.<name>` as templates and rules see it: a list for collections, otherwise
@@ -355,8 +337,8 @@ fn children_context(def: &CompiledDefinition, observed: &BTreeMap<String, Vec<Va
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            let id = identity(o)
-                .map(|(_, ns, n)| (ns.unwrap_or_default(), n))
+            let id = ObjectKey::of_value(o)
+                .map(|k| (k.namespace.unwrap_or_default(), k.name))
                 .unwrap_or_default();
             (created, id)
         };
@@ -609,7 +591,7 @@ fn child_readiness(def: &CompiledDefinition, index: usize, desired: &[Value], ob
             .and_then(Value::as_str)
             .unwrap_or_default();
         let kind = want.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let Some(live) = observed.iter().find(|o| same_object(o, want)) else {
+        let Some(live) = observed.iter().find(|o| ObjectKey::of_value(want).is_some_and(|w| ObjectKey::of_value(o) == Some(w))) else {
             return Readiness::NotReady(format!("{kind} {name} does not exist yet"));
         };
         let state = match &def.ready_rules[index] {
@@ -622,15 +604,6 @@ fn child_readiness(def: &CompiledDefinition, index: usize, desired: &[Value], ob
         }
     }
     Readiness::Ready
-}
-
-fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> Value {
-    let mut c =
-        json!({"type": type_, "status": if status { "True" } else { "False" }, "reason": reason, "message": message});
-    if let Some(g) = generation {
-        c["observedGeneration"] = g.into();
-    }
-    c
 }
 
 /// The parent's status: fields, user conditions, the status template, `Ready`,

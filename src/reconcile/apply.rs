@@ -6,10 +6,11 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
-use super::{Context, ReconcileError, describe, diff, to_json};
+use super::context::describe;
+use super::{Context, ReconcileError, diff, to_json};
 use crate::definition::UpdatePolicy;
 use crate::labels;
-use crate::metrics::{self, METRICS};
+use crate::metrics;
 use crate::render::DesiredChild;
 
 /// Where a desired child lives: its kind's API, its key and its live state.
@@ -61,7 +62,7 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
     if let Some(live) = &live {
         let same_hash = diff::live_hash(live) == Some(hash.as_str());
         if child.update_policy == UpdatePolicy::OnCreate || (same_hash && diff::live_contains(live, &desired)) {
-            METRICS
+            ctx.metrics
                 .apply_skipped_total
                 .get_or_create(&metrics::definition(&ctx.def.name))
                 .inc();
@@ -129,7 +130,7 @@ fn count(ctx: &Context, obj: &Value, result: &str) {
         kind: obj.get("kind").and_then(Value::as_str).unwrap_or_default().to_string(),
         result: result.to_string(),
     };
-    METRICS.children_applied_total.get_or_create(&labels).inc();
+    ctx.metrics.children_applied_total.get_or_create(&labels).inc();
 }
 
 /// Deletes a child with a UID precondition, so an object recreated meanwhile is kept.

@@ -25,7 +25,7 @@ pub(super) fn is_gone(ctx: &Context, parent: &DynamicObject) -> bool {
 /// child's UID and resourceVersion as preconditions: a child that changed since it was
 /// seen (the garbage collector orphaning it, for a parent deleted with
 /// `propagationPolicy: Orphan`) is left alone.
-pub(super) async fn children(ctx: Arc<Context>, parent: Arc<DynamicObject>) {
+pub(super) async fn children(ctx: &Context, parent: &DynamicObject) {
     let Some(uid) = parent.metadata.uid.clone() else {
         return;
     };
@@ -36,7 +36,6 @@ pub(super) async fn children(ctx: Arc<Context>, parent: Arc<DynamicObject>) {
         .collect();
     futures::stream::iter(owned)
         .for_each_concurrent(APPLY_CONCURRENCY, |child| {
-            let ctx = ctx.clone();
             async move {
                 let Some(api) = ctx.child_api(&child) else {
                     return;

@@ -7,7 +7,8 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::{Context, ReconcileError, apply, describe, to_json};
+use super::context::{describe, describe_object};
+use super::{Context, ReconcileError, apply, to_json};
 use crate::definition::DeletionPolicy;
 use crate::labels;
 
@@ -66,7 +67,7 @@ pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), 
         .await
         .map_err(|source| ReconcileError::Kube {
             action: "update finalizers of",
-            object: describe(&to_json(parent)),
+            object: describe_object(parent),
             source,
         })
 }
@@ -112,7 +113,7 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
             }
             if !blocking.is_empty() {
                 let message = format!("deleting; waiting for {}", blocking.join(", "));
-                let status = json!({"conditions": [{"type": "Ready", "status": "False", "reason": "Deleting", "message": message}]});
+                let status = json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
                 super::status::write(ctx, parent, &status).await?;
                 return Err(ReconcileError::Waiting(message));
             }
@@ -144,7 +145,7 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
                     .await
                     .map_err(|source| ReconcileError::Kube {
                         action: "orphan",
-                        object: describe(&to_json(child)),
+                        object: describe_object(child),
                         source,
                     })?;
             }
@@ -154,7 +155,7 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
         .await
         .map_err(|source| ReconcileError::Kube {
             action: "release",
-            object: describe(&to_json(parent)),
+            object: describe_object(parent),
             source,
         })?;
     Ok(Action::await_change())

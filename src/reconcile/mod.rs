@@ -1,245 +1,46 @@
 //! The controller of one definition: a thin shell around the pure renderer. For each
-//! parent, in order: finalize or ensure the finalizer, render, apply, prune, write status.
+//! parent, in order: finalize or ensure the finalizer, render (on the blocking pool, off
+//! the async threads), apply, prune, write status.
 
 mod apply;
 mod collect;
+mod context;
 pub mod diff;
+mod error;
 mod finalize;
 mod prune;
-pub use finalize::release;
+mod readers;
 mod status;
+mod triggers;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+pub use context::{Context, DEFAULT_RESYNC_SECONDS};
+pub use error::ReconcileError;
+pub use finalize::release;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource, ResourceExt as _};
+use kube::runtime::events::EventType;
+use kube::ResourceExt as _;
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::compile::CompiledDefinition;
-use crate::gvk::{Gvk, Scopes};
+use crate::gvk::Gvk;
 use crate::labels;
-use crate::metrics::{self, METRICS};
-use crate::render::{self, RenderInput};
-use crate::watch::SharedWatch;
+use crate::metrics;
+use crate::object_key::ObjectKey;
+use crate::render::{self, RenderInput, RenderOutput};
+use context::{describe, describe_object};
+use triggers::{Role, stream_from, triggers};
 
 /// Children of one parent applied at once.
 const APPLY_CONCURRENCY: usize = 8;
 
-/// Default seconds between resyncs when a definition sets none.
-pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
-
-/// Why a reconcile failed; it is retried with backoff.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// The API server refused or failed a request.
-    #[error("{action} {object}: {source}")]
-    Kube {
-        /// What Stencil was doing.
-        action: &'static str,
-        /// The object, as `Kind namespace/name`.
-        object: String,
-        /// The server's answer.
-        #[source]
-        source: kube::Error,
-    },
-    /// A rendered child has a kind this controller does not watch (`apiVersion/kind`).
-    #[error("child kind {0} is not watched")]
-    UnknownKind(String),
-    /// Children are still being deleted; not an error, a wait.
-    #[error("waiting for {0}")]
-    Waiting(String),
-}
-
-impl ReconcileError {
-    /// True when the request never got an answer from the API server (it is down or
-    /// unreachable), as opposed to an answer that refused it.
-    pub fn unreachable(&self) -> bool {
-        matches!(self, ReconcileError::Kube { source, .. } if !matches!(source, kube::Error::Api(_)))
-    }
-
-    /// For a request the API server refused (403): what was refused and how to allow it.
-    pub fn forbidden(&self) -> Option<String> {
-        let ReconcileError::Kube {
-            action,
-            object,
-            source: kube::Error::Api(status),
-        } = self
-        else {
-            return None;
-        };
-        (status.code == 403).then(|| {
-            let rule = status
-                .details
-                .as_ref()
-                .map(|d| {
-                    let verb = match *action {
-                        "delete" | "prune" => "delete",
-                        _ => "patch",
-                    };
-                    crate::rbac::missing_rule(&d.group, &d.kind, verb)
-                })
-                .unwrap_or_default();
-            format!(
-                "forbidden to {action} {object}: {}; add the rule {rule}",
-                status.message
-            )
-        })
-    }
-}
-
-/// Everything one definition's controller needs.
-pub struct Context {
-    /// The API client.
-    pub client: Client,
-    /// The compiled definition.
-    pub def: Arc<CompiledDefinition>,
-    /// The parent kind's watch.
-    pub parents: Arc<SharedWatch>,
-    /// Managed watches of every kind the children have (now or before a definition change).
-    pub children: Vec<Arc<SharedWatch>>,
-    /// Watches of the lookup kinds.
-    pub lookups: Vec<Arc<SharedWatch>>,
-    /// Which kinds are namespaced, from discovery.
-    pub scopes: Scopes,
-    /// Event recorder.
-    pub recorder: Recorder,
-    failures: Mutex<HashMap<String, u32>>,
-    /// The last request the API server refused, with the rule that is missing.
-    forbidden: Mutex<Option<String>>,
-    /// When the oldest unserved reconcile request of each parent arrived.
-    pending: Mutex<HashMap<String, std::time::Instant>>,
-    /// Parents that read each lookup object: `kind/namespace/name` → parent refs.
-    lookup_readers: Mutex<HashMap<String, Vec<ObjectRef<DynamicObject>>>>,
-}
-
-impl Context {
-    /// A context for a definition whose watches are resolved.
-    pub fn new(
-        client: Client,
-        def: Arc<CompiledDefinition>,
-        parents: Arc<SharedWatch>,
-        children: Vec<Arc<SharedWatch>>,
-        lookups: Vec<Arc<SharedWatch>>,
-    ) -> Self {
-        let mut scopes = Scopes::default();
-        for w in children.iter().chain(&lookups).chain(std::iter::once(&parents)) {
-            scopes.insert(&w.gvk.group, &w.gvk.kind, w.resolved.namespaced);
-        }
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: labels::FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
-        Context {
-            client,
-            def,
-            parents,
-            children,
-            lookups,
-            scopes,
-            recorder,
-            failures: Mutex::new(HashMap::new()),
-            forbidden: Mutex::new(None),
-            pending: Mutex::new(HashMap::new()),
-            lookup_readers: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Why this definition's controller cannot do its job, if it cannot: a failing watch
-    /// or a refused request.
-    pub fn problem(&self) -> Option<String> {
-        let watches = std::iter::once(&self.parents)
-            .chain(&self.children)
-            .chain(&self.lookups);
-        watches
-            .filter_map(|w| w.error())
-            .next()
-            .or_else(|| self.forbidden.lock().expect("forbidden lock").clone())
-    }
-
-    /// Notes a reconcile request for a parent (for the queue-duration metric).
-    fn requested(&self, key: String) {
-        METRICS
-            .workqueue_adds_total
-            .get_or_create(&metrics::queue(&self.def.name))
-            .inc();
-        self.pending
-            .lock()
-            .expect("pending lock")
-            .entry(key)
-            .or_insert_with(std::time::Instant::now);
-    }
-
-    fn resync(&self) -> Duration {
-        Duration::from_secs(u64::from(
-            self.def.spec.resync_seconds.unwrap_or(DEFAULT_RESYNC_SECONDS),
-        ))
-    }
-
-    fn child_watch(&self, api_version: &str, kind: &str) -> Option<&Arc<SharedWatch>> {
-        let gvk = Gvk::parse(api_version, kind).ok()?;
-        self.children
-            .iter()
-            .find(|w| w.gvk.group == gvk.group && w.gvk.kind == gvk.kind)
-    }
-
-    /// The API of a live child, when its kind is watched.
-    fn child_api(&self, child: &DynamicObject) -> Option<Api<DynamicObject>> {
-        let t = child.types.as_ref()?;
-        let ar = &self.child_watch(&t.api_version, &t.kind)?.resolved.resource;
-        Some(match child.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        })
-    }
-
-    fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
-        let ar = &self.parents.resolved.resource;
-        match parent.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        }
-    }
-
-    /// Publishes an event on the parent; a failure to publish is only logged.
-    async fn event(&self, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
-        let reference = parent.object_ref(&self.parents.resolved.resource);
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: reason.into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not publish event");
-        }
-    }
-
-    /// Every live child of a parent, found by the parent-uid label.
-    fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
-        self.children.iter().flat_map(|w| w.children_of(uid)).collect()
-    }
-}
-
-/// `Kind namespace/name` of an object, for messages.
-fn describe(obj: &Value) -> String {
-    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("object");
-    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
-    match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(ns) => format!("{kind} {ns}/{name}"),
-        None => format!("{kind} {name}"),
-    }
-}
+/// Deleted parents whose children are collected at once.
+const COLLECT_CONCURRENCY: usize = 4;
 
 fn to_json(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or_default()
@@ -247,44 +48,46 @@ fn to_json(obj: &DynamicObject) -> Value {
 
 /// Reconciles one parent.
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let key = parent_key(&parent);
+    let me = ctx.parent_ref(&parent);
     let name = ctx.def.name.clone();
-    if let Some(since) = ctx.pending.lock().expect("pending lock").remove(&key) {
-        METRICS
+    if let Some(since) = ctx.pending.lock().expect("pending lock").remove(&me) {
+        ctx.metrics
             .workqueue_queue_duration_seconds
             .get_or_create(&metrics::queue(&name))
             .observe(since.elapsed().as_secs_f64());
     }
-    let depth = METRICS.workqueue_depth.get_or_create(&metrics::queue(&name)).clone();
-    depth.inc();
+    let in_flight = ctx
+        .metrics
+        .reconciles_in_flight
+        .get_or_create(&metrics::definition(&name))
+        .clone();
+    in_flight.inc();
     let started = std::time::Instant::now();
-    let span = tracing::info_span!("reconcile", definition = %name, parent = %key);
+    let span = tracing::info_span!("reconcile", definition = %name, parent = %describe_object(&parent));
     let result = tracing::Instrument::instrument(reconcile_inner(&parent, &ctx), span).await;
-    depth.dec();
-    METRICS
+    in_flight.dec();
+    ctx.metrics
         .reconcile_time_seconds
         .get_or_create(&metrics::controller(&name))
         .observe(started.elapsed().as_secs_f64());
     let outcome = if result.is_ok() { "success" } else { "error" };
-    METRICS
+    ctx.metrics
         .reconcile_total
         .get_or_create(&metrics::ResultLabels {
             controller: name.clone(),
             result: outcome.into(),
         })
         .inc();
-    if result.is_err() {
-        METRICS
-            .reconcile_errors_total
-            .get_or_create(&metrics::controller(&name))
-            .inc();
-    }
     match &result {
         Ok(_) => {
-            ctx.failures.lock().expect("failures lock").remove(&key);
+            ctx.failures.lock().expect("failures lock").remove(&me);
             ctx.forbidden.lock().expect("forbidden lock").take();
         }
         Err(e) => {
+            ctx.metrics
+                .reconcile_errors_total
+                .get_or_create(&metrics::controller(&name))
+                .inc();
             if let Some(message) = e.forbidden() {
                 *ctx.forbidden.lock().expect("forbidden lock") = Some(message);
             }
@@ -293,32 +96,15 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     result
 }
 
-async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
     if parent.metadata.deletion_timestamp.is_some() {
         return finalize::run(ctx, parent).await;
     }
-    let parent_json = to_json(parent);
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let observed_objects = ctx.observed(&uid);
-    let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for o in &observed_objects {
-        if let Some(child) = o.labels().get(labels::CHILD) {
-            observed.entry(child.clone()).or_default().push(to_json(o));
-        }
-    }
-    let lookups = match fetch_lookups(ctx, parent, &parent_json) {
-        Ok(l) => l,
-        Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
-    };
-    let input = RenderInput {
-        parent: &parent_json,
-        observed: &observed,
-        lookups: &lookups,
-        scopes: &ctx.scopes,
-    };
     let render_started = std::time::Instant::now();
-    let rendered = render::render(&ctx.def, input);
-    METRICS
+    let (parent_json, rendered) = render_off_thread(ctx, parent, &observed_objects).await?;
+    ctx.metrics
         .template_render_seconds
         .get_or_create(&metrics::definition(&ctx.def.name))
         .observe(render_started.elapsed().as_secs_f64());
@@ -327,8 +113,6 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
         Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
     };
     tracing::debug!(
-        definition = %ctx.def.name,
-        parent = %parent_key(parent),
         observed = observed_objects.len(),
         desired = out.children.len(),
         waiting = out.waiting.len(),
@@ -368,6 +152,39 @@ async fn reconcile_inner(parent: &DynamicObject, ctx: &Context) -> Result<Action
     })
 }
 
+type Rendered = (Value, Result<RenderOutput, render::RenderFailure>);
+
+/// Reads the lookups and renders on the blocking pool: a template may spend its whole
+/// fuel, which must not hold up the async threads that serve every other parent.
+async fn render_off_thread(
+    ctx: &Arc<Context>,
+    parent: &Arc<DynamicObject>,
+    observed_objects: &[Arc<DynamicObject>],
+) -> Result<Rendered, ReconcileError> {
+    let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for o in observed_objects {
+        if let Some(child) = o.labels().get(labels::CHILD) {
+            observed.entry(child.clone()).or_default().push(to_json(o));
+        }
+    }
+    let (job_ctx, job_parent) = (ctx.clone(), parent.clone());
+    tokio::task::spawn_blocking(move || {
+        let parent_json = to_json(&job_parent);
+        let rendered = fetch_lookups(&job_ctx, &job_parent, &parent_json).and_then(|lookups| {
+            let input = RenderInput {
+                parent: &parent_json,
+                observed: &observed,
+                lookups: &lookups,
+                scopes: &job_ctx.scopes,
+            };
+            render::render(&job_ctx.def, input)
+        });
+        (parent_json, rendered)
+    })
+    .await
+    .map_err(|e| ReconcileError::RenderAborted(describe_object(parent), e.to_string()))
+}
+
 /// A render that failed: the parent's status says why, an Error event is published, and
 /// nothing else in the cluster changes.
 async fn render_failed(
@@ -383,7 +200,7 @@ async fn render_failed(
     Ok(Action::requeue(ctx.resync()))
 }
 
-/// The lookups of a parent from the lookup watches; records which parent reads what.
+/// The lookups of a parent from the lookup watches; records what the parent reads.
 fn fetch_lookups(
     ctx: &Context,
     parent: &DynamicObject,
@@ -391,18 +208,16 @@ fn fetch_lookups(
 ) -> Result<BTreeMap<String, Value>, render::RenderFailure> {
     let requests = render::lookup_requests(&ctx.def, parent_json, &ctx.scopes)?;
     let mut found = Vec::new();
-    let me = ObjectRef::from_obj_with(parent, ctx.parents.resolved.resource.clone());
-    let mut readers = ctx.lookup_readers.lock().expect("lookup readers lock");
+    let mut reads = Vec::new();
     for r in &requests {
-        let key = lookup_key(&r.kind, r.namespace.as_deref(), &r.name);
-        let entry = readers.entry(key).or_default();
-        if !entry.contains(&me) {
-            entry.push(me.clone());
-        }
-        let Some(w) = ctx.lookups.iter().find(|w| w.gvk.kind == r.kind) else {
+        let Ok(gvk) = Gvk::parse(&r.api_version, &r.kind) else {
             continue;
         };
-        let mut oref = ObjectRef::new_with(&r.name, w.resolved.resource.clone());
+        reads.push(ObjectKey::new(&gvk, r.namespace.as_deref(), &r.name));
+        let Some(w) = ctx.lookup_watch(&gvk) else {
+            continue;
+        };
+        let mut oref = kube::runtime::reflector::ObjectRef::new_with(&r.name, w.resolved.resource.clone());
         if let Some(ns) = &r.namespace {
             oref = oref.within(ns);
         }
@@ -410,26 +225,18 @@ fn fetch_lookups(
             found.push(to_json(&obj));
         }
     }
+    ctx.readers
+        .lock()
+        .expect("readers lock")
+        .set(&ctx.parent_ref(parent), reads);
     Ok(render::match_lookups(&requests, &found))
-}
-
-fn lookup_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("{kind}/{}/{name}", namespace.unwrap_or_default())
-}
-
-fn parent_key(parent: &DynamicObject) -> String {
-    format!(
-        "{}/{}",
-        parent.metadata.namespace.as_deref().unwrap_or_default(),
-        parent.name_any()
-    )
 }
 
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let key = parent_key(&parent);
+    let me = ctx.parent_ref(&parent);
     let mut failures = ctx.failures.lock().expect("failures lock");
-    let n = failures.entry(key.clone()).or_insert(0);
+    let n = failures.entry(me).or_insert(0);
     *n = (*n + 1).min(10);
     // An unreachable API server is everyone's problem and costs nothing to retry: parents
     // come back within seconds of it, instead of after a backoff grown during the outage.
@@ -439,76 +246,36 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
         Duration::from_secs(300)
     };
     let delay = Duration::from_millis(500u64 << (*n - 1)).min(cap);
-    METRICS
+    ctx.metrics
         .workqueue_retries_total
         .get_or_create(&metrics::queue(&ctx.def.name))
         .inc();
+    let parent = describe_object(&parent);
     match error {
         ReconcileError::Waiting(what) => {
-            tracing::info!(definition = %ctx.def.name, parent = %key, "waiting for {what}")
+            tracing::info!(definition = %ctx.def.name, %parent, "waiting for {what}")
         }
         _ => {
-            tracing::warn!(definition = %ctx.def.name, parent = %key, error = %error, retry_in = ?delay, "reconcile failed")
+            tracing::warn!(definition = %ctx.def.name, %parent, error = %error, retry_in = ?delay, "reconcile failed")
         }
     }
     Action::requeue(delay)
 }
 
-/// Turns a watch's events into parent references for this definition.
-fn triggers(
-    ctx: &Arc<Context>,
-    events: UnboundedReceiver<Arc<DynamicObject>>,
-    role: Role,
-) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
-    let ctx = ctx.clone();
-    tokio_stream_from(events).flat_map(move |obj| {
-        let refs = match role {
-            Role::Child => child_parent(&ctx, &obj).into_iter().collect::<Vec<_>>(),
-            Role::Lookup => {
-                let key = lookup_key(&ctx_kind(&obj), obj.metadata.namespace.as_deref(), &obj.name_any());
-                ctx.lookup_readers
-                    .lock()
-                    .expect("lookup readers lock")
-                    .get(&key)
-                    .cloned()
-                    .unwrap_or_default()
+/// Forgets deleted parents and deletes their owned children, a bounded number at once.
+async fn collect_deleted(ctx: Arc<Context>) {
+    let deletions = stream_from(ctx.parents.subscribe_deletions());
+    deletions
+        .for_each_concurrent(COLLECT_CONCURRENCY, |parent| {
+            let ctx = ctx.clone();
+            async move {
+                if collect::is_gone(&ctx, &parent) {
+                    ctx.forget(&ctx.parent_ref(&parent));
+                    collect::children(&ctx, &parent).await;
+                }
             }
-        };
-        for r in &refs {
-            ctx.requested(format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name));
-        }
-        futures::stream::iter(refs)
-    })
-}
-
-fn ctx_kind(obj: &DynamicObject) -> String {
-    obj.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default()
-}
-
-#[derive(Clone, Copy)]
-enum Role {
-    Child,
-    Lookup,
-}
-
-/// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
-fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ObjectRef<DynamicObject>> {
-    let l = child.labels();
-    if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::render::label_value(&ctx.def.name).as_str()) {
-        return None;
-    }
-    let name = l.get(labels::PARENT_NAME)?;
-    let mut r = ObjectRef::new_with(name, ctx.parents.resolved.resource.clone());
-    if let Some(ns) = l.get(labels::PARENT_NAMESPACE) {
-        r = r.within(ns);
-    }
-    Some(r)
-}
-
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: UnboundedReceiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        })
+        .await;
 }
 
 /// Runs the controller until `stop` resolves.
@@ -518,19 +285,11 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let counting = ctx.clone();
-    let parent_events = tokio_stream_from(ctx.parents.subscribe()).map(move |o| {
-        counting.requested(parent_key(&o));
+    let parent_events = stream_from(ctx.parents.subscribe()).map(move |o| {
+        counting.requested(&counting.parent_ref(&o));
         Ok((*o).clone())
     });
-    let collecting = ctx.clone();
-    let mut deletions = ctx.parents.subscribe_deletions();
-    let collector = tokio::spawn(async move {
-        while let Some(parent) = deletions.recv().await {
-            if collect::is_gone(&collecting, &parent) {
-                tokio::spawn(collect::children(collecting.clone(), parent));
-            }
-        }
-    });
+    let collector = tokio::spawn(collect_deleted(ctx.clone()));
     let mut controller = Controller::for_stream_with(
         parent_events,
         ctx.parents.store.clone(),

@@ -6,23 +6,12 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
-use serde_json::Value;
 
-use super::{Context, ReconcileError, apply, describe, to_json};
+use super::context::describe;
+use super::{Context, ReconcileError, apply, to_json};
+use crate::object_key::ObjectKey;
 use crate::labels;
 use crate::render::RenderOutput;
-
-fn same(a: &Value, b: &Value) -> bool {
-    let group = |v: &Value| {
-        let av = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
-        av.rsplit_once('/').map_or("", |(g, _)| g).to_string()
-    };
-    let field = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
-    group(a) == group(b)
-        && field(a, "/kind") == field(b, "/kind")
-        && field(a, "/metadata/namespace") == field(b, "/metadata/namespace")
-        && field(a, "/metadata/name") == field(b, "/metadata/name")
-}
 
 /// Deletes every observed child that the render no longer wants.
 pub(super) async fn run(
@@ -37,7 +26,8 @@ pub(super) async fn run(
             continue;
         }
         let live = to_json(obj);
-        if out.children.iter().any(|c| same(&c.object, &live)) {
+        let key = ObjectKey::of_value(&live);
+        if out.children.iter().any(|c| ObjectKey::of_value(&c.object) == key) {
             continue;
         }
         let Some(api) = ctx.child_api(obj) else {

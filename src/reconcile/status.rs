@@ -4,37 +4,8 @@
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value};
 
-use super::{Context, ReconcileError, describe, to_json};
-
-/// RFC 3339 time, as conditions carry it.
-fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-/// The status to write: `rendered` with transition times carried over from `current`.
-fn with_times(rendered: &Value, current: Option<&Value>) -> Value {
-    let mut next = rendered.clone();
-    let old: Vec<Value> = current
-        .and_then(|c| c.get("conditions"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    if let Some(conditions) = next.get_mut("conditions").and_then(Value::as_array_mut) {
-        for c in conditions {
-            let same = old
-                .iter()
-                .find(|o| o.get("type") == c.get("type") && o.get("status") == c.get("status"));
-            let time = same
-                .and_then(|o| o.get("lastTransitionTime"))
-                .cloned()
-                .unwrap_or_else(|| now().into());
-            c["lastTransitionTime"] = time;
-        }
-    }
-    next
-}
+use super::context::describe_object;
+use super::{Context, ReconcileError};
 
 /// The rendered status with `Ready` False (and `Reconciling` True) because a child could
 /// not be applied.
@@ -58,7 +29,7 @@ pub(super) fn apply_failed(rendered: &Value, message: &str) -> Value {
 /// Patches the parent's status when it differs from what is there.
 pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Value) -> Result<(), ReconcileError> {
     let current = parent.data.get("status");
-    let next = with_times(rendered, current);
+    let next = crate::conditions::with_times(rendered, current);
     if current == Some(&next) {
         return Ok(());
     }
@@ -79,7 +50,7 @@ pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Valu
         .await
         .map_err(|source| ReconcileError::Kube {
             action: "write status of",
-            object: describe(&to_json(parent)),
+            object: describe_object(parent),
             source,
         })?;
     Ok(())
@@ -108,16 +79,5 @@ mod tests {
         );
         assert_eq!(ready["observedGeneration"], 3);
         assert_eq!(failed["conditions"].as_array().unwrap().len(), 3);
-    }
-
-    #[test]
-    fn an_unchanged_condition_keeps_its_transition_time() {
-        let rendered = json!({"conditions": [{"type": "Ready", "status": "True"}, {"type": "A", "status": "False"}]});
-        let current = json!({"conditions": [
-            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-            {"type": "A", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
-        let next = with_times(&rendered, Some(&current));
-        assert_eq!(next["conditions"][0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
-        assert_ne!(next["conditions"][1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     }
 }

@@ -135,8 +135,8 @@ where
 /// recorded as `METHOD path`.
 pub struct Stencil {
     task: tokio::task::JoinHandle<()>,
-    cluster: Option<tokio::task::JoinHandle<()>>,
-    _files: Option<stencil::source::files::FileWatch>,
+    /// Its metrics.
+    pub metrics: std::sync::Arc<stencil::metrics::Metrics>,
     /// Write requests (anything but GET) made by this instance.
     pub writes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -144,9 +144,6 @@ pub struct Stencil {
 impl Drop for Stencil {
     fn drop(&mut self) {
         self.task.abort();
-        if let Some(c) = &self.cluster {
-            c.abort();
-        }
     }
 }
 
@@ -154,6 +151,15 @@ impl Stencil {
     /// The writes recorded so far, then forgets them.
     pub fn take_writes(&self) -> Vec<String> {
         std::mem::take(&mut *self.writes.lock().unwrap())
+    }
+
+    /// Successful reconciles so far, over every definition.
+    pub fn reconciles(&self) -> u64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| l.starts_with("controller_runtime_reconcile_total{") && l.contains("result=\"success\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
     }
 }
 
@@ -169,35 +175,24 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
         .await
         .expect("kubeconfig");
     let record = writes.clone();
-    let counting = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
-        if req.method() != http::Method::GET {
-            record
-                .lock()
-                .unwrap()
-                .push(format!("{} {}", req.method(), req.uri().path()));
+    let options = stencil::runtime::Options {
+        definitions: definitions.to_vec(),
+        cluster_definitions: cluster,
+        concurrency: 4,
+        ..Default::default()
+    };
+    let runtime = stencil::runtime::Runtime::new(config, options).observe(std::sync::Arc::new(move |method, path| {
+        if method != http::Method::GET {
+            record.lock().unwrap().push(format!("{method} {path}"));
         }
-        req
-    });
-    let client = kube::client::ClientBuilder::try_from(config)
-        .expect("client builder")
-        .with_layer(&counting)
-        .build();
-    let watches = std::sync::Arc::new(stencil::watch::Watches::new(client.clone(), Vec::new()));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let files = (!definitions.is_empty())
-        .then(|| stencil::source::files::watch(definitions.to_vec(), tx.clone()).expect("watch definitions"));
-    let cluster = cluster.then(|| tokio::spawn(stencil::source::cluster::watch(client.clone(), tx.clone(), || ())));
-    let registry = stencil::registry::Registry::new(client, watches, 4);
+    }));
+    let metrics = runtime.metrics();
     let task = tokio::spawn(async move {
-        let _keep_sender = tx;
-        registry.run(rx).await;
+        if let Err(e) = runtime.run(std::future::pending()).await {
+            panic!("stencil stopped: {e}");
+        }
     });
-    Stencil {
-        task,
-        cluster,
-        _files: files,
-        writes,
-    }
+    Stencil { task, metrics, writes }
 }
 
 /// Server-side applies a CRD and waits until it is Established.

@@ -1,0 +1,167 @@
+//! The renew deadline, enforced where writes leave the process. A leader may write only
+//! while its last Lease renewal is younger than the renew deadline, which is shorter than
+//! the Lease duration: by the time a standby may take the Lease, the old leader has
+//! stopped writing, whatever its tasks were doing (client-go's `renewDeadline <
+//! leaseDuration`, checked per request instead of per loop).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{Method, Request};
+
+/// Whether this process may write now; shared by the election and the client layer.
+#[derive(Clone)]
+pub struct Fence {
+    inner: Arc<State>,
+}
+
+struct State {
+    /// Without an election, writes are always allowed.
+    elected: bool,
+    deadline: Duration,
+    valid_until: Mutex<Option<Instant>>,
+    sent: AtomicU64,
+    refused: AtomicU64,
+}
+
+/// A write refused because the renew deadline had passed.
+#[derive(Debug, thiserror::Error)]
+#[error("refused {method} {path}: this process's last Lease renewal is older than the renew deadline ({seconds} s), so it no longer leads")]
+pub struct Fenced {
+    /// The request's method.
+    pub method: Method,
+    /// The request's path.
+    pub path: String,
+    /// The renew deadline.
+    pub seconds: u64,
+}
+
+impl Fence {
+    /// A fence that never closes: for a process that runs without leader election.
+    pub fn open() -> Fence {
+        Fence::new(false, Duration::ZERO)
+    }
+
+    /// A closed fence that opens for `deadline` after each renewal.
+    pub fn elected(deadline: Duration) -> Fence {
+        Fence::new(true, deadline)
+    }
+
+    fn new(elected: bool, deadline: Duration) -> Fence {
+        Fence {
+            inner: Arc::new(State {
+                elected,
+                deadline,
+                valid_until: Mutex::new(None),
+                sent: AtomicU64::new(0),
+                refused: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Records a renewal made at `renewed` (the Lease's renewTime, which this process
+    /// wrote with its own clock): writes are allowed until `renewed + deadline`. A renewal
+    /// older than one already seen changes nothing, so an event delivered late cannot
+    /// reopen the fence.
+    pub fn renewed(&self, renewed: SystemTime) {
+        let age = SystemTime::now().duration_since(renewed).unwrap_or(Duration::ZERO);
+        let Some(until) = (Instant::now() + self.inner.deadline).checked_sub(age) else {
+            return;
+        };
+        let mut valid = self.inner.valid_until.lock().expect("fence lock");
+        if valid.is_none_or(|v| until > v) {
+            *valid = Some(until);
+        }
+    }
+
+    /// Closes the fence at once (the Lease was lost).
+    pub fn close(&self) {
+        *self.inner.valid_until.lock().expect("fence lock") = None;
+    }
+
+    /// When the fence closes unless a renewal comes first; none when it is closed already
+    /// (or never closes).
+    pub fn closes_at(&self) -> Option<Instant> {
+        *self.inner.valid_until.lock().expect("fence lock")
+    }
+
+    /// Whether a write may leave now.
+    pub fn allows(&self) -> bool {
+        !self.inner.elected || self.closes_at().is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Writes sent and refused so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.inner.sent.load(Ordering::Relaxed),
+            self.inner.refused.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Lets a request through, or refuses it when it writes and the fence is closed.
+    pub fn check<B>(&self, req: Request<B>) -> Result<Request<B>, Fenced> {
+        if req.method() == Method::GET {
+            return Ok(req);
+        }
+        if self.allows() {
+            self.inner.sent.fetch_add(1, Ordering::Relaxed);
+            return Ok(req);
+        }
+        self.inner.refused.fetch_add(1, Ordering::Relaxed);
+        let refused = Fenced {
+            method: req.method().clone(),
+            path: req.uri().path().to_string(),
+            seconds: self.inner.deadline.as_secs(),
+        };
+        tracing::warn!("{refused}");
+        Err(refused)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write() -> Request<()> {
+        Request::builder().method(Method::PATCH).uri("/api/v1/x").body(()).unwrap()
+    }
+
+    #[test]
+    fn an_elected_fence_refuses_writes_until_a_renewal() {
+        let fence = Fence::elected(Duration::from_secs(10));
+        assert!(fence.check(write()).is_err());
+        fence.renewed(SystemTime::now());
+        assert!(fence.check(write()).is_ok());
+        assert!(Fence::elected(Duration::from_secs(1))
+            .check(Request::builder().uri("/").body(()).unwrap())
+            .is_ok(), "reads always pass");
+        assert_eq!(fence.counts(), (1, 1));
+    }
+
+    #[test]
+    fn a_renewal_older_than_the_deadline_leaves_the_fence_closed() {
+        let fence = Fence::elected(Duration::from_secs(10));
+        fence.renewed(SystemTime::now() - Duration::from_secs(11));
+        assert!(!fence.allows());
+        fence.renewed(SystemTime::now() - Duration::from_secs(2));
+        let left = fence.closes_at().unwrap() - Instant::now();
+        assert!(left <= Duration::from_secs(8) && left > Duration::from_secs(7), "{left:?}");
+    }
+
+    #[test]
+    fn a_late_event_cannot_reopen_a_fence_past_a_newer_renewal() {
+        let fence = Fence::elected(Duration::from_secs(10));
+        fence.renewed(SystemTime::now());
+        let until = fence.closes_at().unwrap();
+        fence.renewed(SystemTime::now() - Duration::from_secs(5));
+        assert_eq!(fence.closes_at(), Some(until));
+        fence.close();
+        assert!(!fence.allows());
+    }
+
+    #[test]
+    fn without_election_every_write_passes() {
+        assert!(Fence::open().check(write()).is_ok());
+    }
+}

@@ -1,0 +1,201 @@
+//! Leader election on a `coordination.k8s.io` Lease (kube-lease-manager): only the leader
+//! reconciles; standbys keep their sources synced and wait. The leader also follows its
+//! own Lease's renewals and stops writing at the renew deadline ([`fence`]), before a
+//! standby may take the Lease.
+
+pub mod fence;
+
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::runtime::WatchStreamExt;
+use kube::Client;
+use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use fence::Fence;
+
+use crate::metrics::{self, Metrics};
+
+/// Leader election settings; the defaults are client-go's.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Lease's namespace.
+    pub namespace: String,
+    /// The Lease's name.
+    pub name: String,
+    /// This process's identity in the Lease.
+    pub identity: String,
+    /// How long a Lease is valid without renewal (15 s).
+    pub lease_duration: Duration,
+    /// How long the leader keeps writing after its last renewal (10 s); shorter than the
+    /// Lease duration, so it has stopped before a standby may take over.
+    pub renew_deadline: Duration,
+    /// How often the leader renews the Lease (2 s).
+    pub retry_period: Duration,
+}
+
+/// Why the election cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ElectionError {
+    /// The settings leave no margin between the renew deadline and the Lease.
+    #[error("the renew deadline ({renew} s) must be shorter than the Lease duration ({lease} s) and longer than the retry period ({retry} s)")]
+    Settings {
+        /// The renew deadline.
+        renew: u64,
+        /// The Lease duration.
+        lease: u64,
+        /// The retry period.
+        retry: u64,
+    },
+    /// The Lease could not be read or created.
+    #[error("joining the leader election on Lease {lease}: {source}")]
+    Join {
+        /// `namespace/name` of the Lease.
+        lease: String,
+        /// What went wrong.
+        #[source]
+        source: LeaseManagerError,
+    },
+    /// The election task stopped: this process can never lead.
+    #[error("the leader election task stopped; exiting so that a new process can stand by")]
+    Ended,
+}
+
+/// A running election.
+pub struct Election {
+    leader: watch::Receiver<bool>,
+    task: JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
+    renewals: JoinHandle<()>,
+    fence: Fence,
+}
+
+impl Election {
+    /// Joins the election. `client` must not be fenced: renewing the Lease is the one write
+    /// a leader makes past its deadline.
+    pub async fn start(client: Client, settings: &Settings, metrics: &Metrics) -> Result<Election, ElectionError> {
+        let (lease, renew, retry) = (
+            settings.lease_duration.as_secs().max(2),
+            settings.renew_deadline.as_secs(),
+            settings.retry_period.as_secs(),
+        );
+        if renew >= lease || renew <= retry {
+            return Err(ElectionError::Settings { renew, lease, retry });
+        }
+        // kube-lease-manager renews once less than `grace` is left: renewing a retry
+        // period after each renewal.
+        let grace = lease.saturating_sub(retry).clamp(1, lease - 1);
+        let manager = LeaseManagerBuilder::new(client.clone(), &settings.name)
+            .with_namespace(&settings.namespace)
+            .with_identity(&settings.identity)
+            .with_duration(lease)
+            .with_grace(grace)
+            .with_field_manager(crate::labels::FIELD_MANAGER)
+            .build()
+            .await
+            .map_err(|source| ElectionError::Join {
+                lease: format!("{}/{}", settings.namespace, settings.name),
+                source,
+            })?;
+        let (leader, task) = manager.watch().await;
+        let fence = Fence::elected(settings.renew_deadline);
+        let renewals = tokio::spawn(follow_renewals(client, settings.clone(), fence.clone()));
+        let gauge = metrics
+            .leader_election_master_status
+            .get_or_create(&metrics::queue(&settings.name))
+            .clone();
+        let mut observe = leader.clone();
+        tokio::spawn(async move {
+            loop {
+                gauge.set(i64::from(*observe.borrow_and_update()));
+                if observe.changed().await.is_err() {
+                    gauge.set(0);
+                    return;
+                }
+            }
+        });
+        Ok(Election {
+            leader,
+            task,
+            renewals,
+            fence,
+        })
+    }
+
+    /// The fence that the client's writes pass through.
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    /// Waits until this process leads; fails when the election task has stopped, since
+    /// a standby that can never lead must not look healthy.
+    pub async fn acquired(&mut self) -> Result<(), ElectionError> {
+        while !*self.leader.borrow_and_update() {
+            if self.leader.changed().await.is_err() {
+                return Err(ElectionError::Ended);
+            }
+        }
+        // The Lease manager has just written the Lease.
+        self.fence.renewed(SystemTime::now());
+        Ok(())
+    }
+
+    /// Waits until this process stops leading: the Lease is lost, the election task
+    /// stopped, or the renew deadline passed without a renewal. The fence is closed then.
+    pub async fn lost(&mut self) {
+        loop {
+            if !*self.leader.borrow_and_update() {
+                break;
+            }
+            let Some(closes) = self.fence.closes_at() else { break };
+            tokio::select! {
+                changed = self.leader.changed() => if changed.is_err() { break },
+                _ = tokio::time::sleep_until(closes.into()) => {
+                    if !self.fence.allows() {
+                        tracing::warn!("no Lease renewal within the renew deadline; stopping");
+                        break;
+                    }
+                }
+            }
+        }
+        self.fence.close();
+    }
+
+    /// Leaves the election, releasing the Lease if held.
+    pub async fn release(self) {
+        self.renewals.abort();
+        drop(self.leader);
+        match self.task.await {
+            Ok(Ok(_)) => tracing::info!("released the leader Lease"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader Lease"),
+            Err(e) => tracing::warn!(error = %e, "the leader election task failed"),
+        }
+    }
+}
+
+/// Opens the fence for each renewal of the Lease by this process, as the watch reports it.
+async fn follow_renewals(client: Client, settings: Settings, fence: Fence) {
+    let api: Api<Lease> = Api::namespaced(client, &settings.namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", settings.name));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        let lease = match event {
+            Ok(Event::Apply(l) | Event::InitApply(l)) => l,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "watching the leader Lease");
+                continue;
+            }
+        };
+        let Some(spec) = lease.spec else { continue };
+        if spec.holder_identity.as_deref() == Some(settings.identity.as_str())
+            && let Some(renewed) = spec.renew_time
+        {
+            fence.renewed(SystemTime::from(renewed.0));
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! Everything one definition's controller needs, and the per-parent state it keeps:
+//! backoff counts, when each pending request arrived, and who reads which lookup. Each
+//! is forgotten with its parent, so the state stays bounded by the parents that exist.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource as _};
+use serde_json::Value;
+
+use super::readers::LookupReaders;
+use crate::compile::CompiledDefinition;
+use crate::gvk::{Gvk, Scopes};
+use crate::labels;
+use crate::metrics::{self, Metrics};
+use crate::object_key::ObjectKey;
+use crate::watch::{SharedWatch, WatchLease};
+
+/// Default seconds between resyncs when a definition sets none.
+pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
+
+/// A parent's key in the per-parent maps.
+pub(super) type ParentRef = ObjectRef<DynamicObject>;
+
+/// Everything one definition's controller needs.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The compiled definition.
+    pub def: Arc<CompiledDefinition>,
+    /// Where counts go.
+    pub metrics: Arc<Metrics>,
+    /// The parent kind's watch.
+    pub parents: WatchLease,
+    /// Managed watches of every kind the children have (now or before a definition change).
+    pub children: Vec<WatchLease>,
+    /// Watches of the lookup kinds.
+    pub lookups: Vec<WatchLease>,
+    /// Which kinds are namespaced, from discovery.
+    pub scopes: Arc<Scopes>,
+    /// Event recorder.
+    pub recorder: Recorder,
+    pub(super) failures: Mutex<HashMap<ParentRef, u32>>,
+    /// The last request the API server refused, with the rule that is missing.
+    pub(super) forbidden: Mutex<Option<String>>,
+    /// When the oldest unserved reconcile request of each parent arrived.
+    pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
+    pub(super) readers: Mutex<LookupReaders>,
+}
+
+impl Context {
+    /// A context for a definition whose watches are resolved.
+    pub fn new(
+        client: Client,
+        def: Arc<CompiledDefinition>,
+        metrics: Arc<Metrics>,
+        parents: WatchLease,
+        children: Vec<WatchLease>,
+        lookups: Vec<WatchLease>,
+    ) -> Self {
+        let mut scopes = Scopes::default();
+        for w in children.iter().chain(&lookups).chain(std::iter::once(&parents)) {
+            scopes.insert(&w.gvk.group, &w.gvk.kind, w.resolved.namespaced);
+        }
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: labels::FIELD_MANAGER.into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        Context {
+            client,
+            def,
+            metrics,
+            parents,
+            children,
+            lookups,
+            scopes: Arc::new(scopes),
+            recorder,
+            failures: Mutex::new(HashMap::new()),
+            forbidden: Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+            readers: Mutex::new(LookupReaders::default()),
+        }
+    }
+
+    /// Every watch this controller holds: parents, children, lookups.
+    pub fn watched(&self) -> impl Iterator<Item = &SharedWatch> {
+        std::iter::once(&self.parents)
+            .chain(&self.children)
+            .chain(&self.lookups)
+            .map(|w| &**w)
+    }
+
+    /// Why this definition's controller cannot do its job, if it cannot: a failing watch
+    /// or a refused request.
+    pub fn problem(&self) -> Option<String> {
+        self.watched()
+            .filter_map(SharedWatch::error)
+            .next()
+            .or_else(|| self.forbidden.lock().expect("forbidden lock").clone())
+    }
+
+    /// Drops the state of every parent that is no longer in the store: a deletion that
+    /// happened while the watch was relisting is never reported one by one.
+    pub fn sweep(&self) {
+        let gone = |p: &ParentRef| self.parents.store.get(p).is_none();
+        let stale: Vec<ParentRef> = {
+            let pending = self.pending.lock().expect("pending lock");
+            let failures = self.failures.lock().expect("failures lock");
+            let readers = self.readers.lock().expect("readers lock");
+            pending
+                .keys()
+                .chain(failures.keys())
+                .chain(readers.parents())
+                .filter(|p| gone(p))
+                .cloned()
+                .collect()
+        };
+        for p in &stale {
+            self.forget(p);
+        }
+    }
+
+    /// Notes a reconcile request for a parent that exists (for the queue-duration
+    /// metric); a request for a parent that is gone is dropped by the controller, so it
+    /// is not recorded either.
+    pub(super) fn requested(&self, parent: &ParentRef) {
+        self.metrics
+            .workqueue_adds_total
+            .get_or_create(&metrics::queue(&self.def.name))
+            .inc();
+        if self.parents.store.get(parent).is_some() {
+            self.pending
+                .lock()
+                .expect("pending lock")
+                .entry(parent.clone())
+                .or_insert_with(Instant::now);
+        }
+    }
+
+    /// Drops everything kept about a parent that is gone.
+    pub(super) fn forget(&self, parent: &ParentRef) {
+        self.pending.lock().expect("pending lock").remove(parent);
+        self.failures.lock().expect("failures lock").remove(parent);
+        self.readers.lock().expect("readers lock").forget(parent);
+    }
+
+    pub(super) fn resync(&self) -> Duration {
+        Duration::from_secs(u64::from(
+            self.def.spec.resync_seconds.unwrap_or(DEFAULT_RESYNC_SECONDS),
+        ))
+    }
+
+    pub(super) fn parent_ref(&self, parent: &DynamicObject) -> ParentRef {
+        ObjectRef::from_obj_with(parent, self.parents.resolved.resource.clone())
+    }
+
+    /// The watch of a child kind, matched by group and kind.
+    pub(super) fn child_watch(&self, api_version: &str, kind: &str) -> Option<&WatchLease> {
+        let gvk = Gvk::parse(api_version, kind).ok()?;
+        self.children
+            .iter()
+            .find(|w| w.gvk.group == gvk.group && w.gvk.kind == gvk.kind)
+    }
+
+    /// The watch of a lookup kind, matched by group, version and kind.
+    pub(super) fn lookup_watch(&self, gvk: &Gvk) -> Option<&WatchLease> {
+        self.lookups.iter().find(|w| w.gvk == *gvk)
+    }
+
+    /// The API of a live child, when its kind is watched.
+    pub(super) fn child_api(&self, child: &DynamicObject) -> Option<Api<DynamicObject>> {
+        let t = child.types.as_ref()?;
+        let ar = &self.child_watch(&t.api_version, &t.kind)?.resolved.resource;
+        Some(match child.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        })
+    }
+
+    pub(super) fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
+        let ar = &self.parents.resolved.resource;
+        match parent.metadata.namespace.as_deref() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        }
+    }
+
+    /// Publishes an event on the parent; a failure to publish is only logged.
+    pub(super) async fn event(&self, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
+        let reference = parent.object_ref(&self.parents.resolved.resource);
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not publish event");
+        }
+    }
+
+    /// Every live child of a parent, found by the parent-uid label.
+    pub(super) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+        self.children.iter().flat_map(|w| w.children_of(uid)).collect()
+    }
+}
+
+/// `Kind namespace/name` of an object as JSON, for messages.
+pub(super) fn describe(obj: &Value) -> String {
+    ObjectKey::of_value(obj).map_or_else(|| "object".to_string(), |k| k.to_string())
+}
+
+/// `Kind namespace/name` of a stored object, for messages.
+pub(super) fn describe_object(obj: &DynamicObject) -> String {
+    ObjectKey::of_object(obj).map_or_else(|| "object".to_string(), |k| k.to_string())
+}

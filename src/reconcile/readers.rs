@@ -1,0 +1,105 @@
+//! Which parents read which lookup objects, so an event on a lookup object re-renders
+//! exactly its readers. Each parent has one entry, replaced on every reconcile and
+//! removed with the parent, so the index holds what live parents read now and no more.
+
+use std::collections::{HashMap, HashSet};
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::object_key::ObjectKey;
+
+type Parent = ObjectRef<DynamicObject>;
+
+/// Lookup objects by reader, and readers by lookup object.
+#[derive(Default)]
+pub(super) struct LookupReaders {
+    reads: HashMap<Parent, Vec<ObjectKey>>,
+    readers: HashMap<ObjectKey, HashSet<Parent>>,
+}
+
+impl LookupReaders {
+    /// Records that `parent` reads exactly `objects` now.
+    pub(super) fn set(&mut self, parent: &Parent, objects: Vec<ObjectKey>) {
+        if self.reads.get(parent) == Some(&objects) {
+            return;
+        }
+        self.forget(parent);
+        if objects.is_empty() {
+            return;
+        }
+        for o in &objects {
+            self.readers.entry(o.clone()).or_default().insert(parent.clone());
+        }
+        self.reads.insert(parent.clone(), objects);
+    }
+
+    /// Drops a parent that is gone.
+    pub(super) fn forget(&mut self, parent: &Parent) {
+        for o in self.reads.remove(parent).unwrap_or_default() {
+            if let Some(set) = self.readers.get_mut(&o) {
+                set.remove(parent);
+                if set.is_empty() {
+                    self.readers.remove(&o);
+                }
+            }
+        }
+    }
+
+    /// The parents that read `object`.
+    pub(super) fn readers(&self, object: &ObjectKey) -> Vec<Parent> {
+        self.readers
+            .get(object)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Every parent that reads something.
+    pub(super) fn parents(&self) -> impl Iterator<Item = &Parent> {
+        self.reads.keys()
+    }
+
+    /// How many parents read anything (for tests and bounds).
+    #[cfg(test)]
+    fn len(&self) -> (usize, usize) {
+        (self.reads.len(), self.readers.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gvk::Gvk;
+    use kube::core::ApiResource;
+
+    fn parent(name: &str) -> Parent {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        ObjectRef::new_with(name, ar).within("ns")
+    }
+
+    fn cm(name: &str) -> ObjectKey {
+        ObjectKey::new(&Gvk::parse("v1", "ConfigMap").unwrap(), Some("ns"), name)
+    }
+
+    #[test]
+    fn a_new_reconcile_replaces_what_a_parent_reads() {
+        let mut r = LookupReaders::default();
+        r.set(&parent("p"), vec![cm("a")]);
+        r.set(&parent("p"), vec![cm("b")]);
+        assert!(r.readers(&cm("a")).is_empty(), "the old read is gone");
+        assert_eq!(r.readers(&cm("b")), [parent("p")]);
+    }
+
+    #[test]
+    fn a_forgotten_parent_leaves_nothing_behind() {
+        let mut r = LookupReaders::default();
+        for i in 0..100 {
+            r.set(&parent(&format!("p{i}")), vec![cm("shared"), cm(&format!("own{i}"))]);
+        }
+        assert_eq!(r.readers(&cm("shared")).len(), 100);
+        for i in 0..100 {
+            r.forget(&parent(&format!("p{i}")));
+        }
+        assert_eq!(r.len(), (0, 0));
+    }
+}

@@ -1,0 +1,65 @@
+//! What makes a parent reconcile besides its own events: a change to one of its children
+//! (found by the `stencil.dev/` labels) or to a lookup object it read.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::ResourceExt as _;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::context::{Context, ParentRef};
+use crate::labels;
+use crate::object_key::ObjectKey;
+
+/// What a watched object is to this definition.
+#[derive(Clone, Copy)]
+pub(super) enum Role {
+    /// A child: its labels name its parent.
+    Child,
+    /// A lookup object: the reader index names its parents.
+    Lookup,
+}
+
+/// Turns a watch's events into parent references for this definition.
+pub(super) fn triggers(
+    ctx: &Arc<Context>,
+    events: UnboundedReceiver<Arc<DynamicObject>>,
+    role: Role,
+) -> impl futures::Stream<Item = ParentRef> + Send + 'static {
+    let ctx = ctx.clone();
+    stream_from(events).flat_map(move |obj| {
+        let refs = match role {
+            Role::Child => child_parent(&ctx, &obj).into_iter().collect::<Vec<_>>(),
+            Role::Lookup => ObjectKey::of_object(&obj)
+                .map(|key| ctx.readers.lock().expect("readers lock").readers(&key))
+                .unwrap_or_default(),
+        };
+        for r in &refs {
+            ctx.requested(r);
+        }
+        futures::stream::iter(refs)
+    })
+}
+
+/// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
+fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ParentRef> {
+    let l = child.labels();
+    if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::render::label_value(&ctx.def.name).as_str()) {
+        return None;
+    }
+    let name = l.get(labels::PARENT_NAME)?;
+    let mut r = ObjectRef::new_with(name, ctx.parents.resolved.resource.clone());
+    if let Some(ns) = l.get(labels::PARENT_NAMESPACE) {
+        r = r.within(ns);
+    }
+    Some(r)
+}
+
+/// A stream of what a channel receives.
+pub(super) fn stream_from<T: Send + 'static>(
+    mut rx: UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

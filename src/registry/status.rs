@@ -1,0 +1,247 @@
+//! OperatorDefinition status: what the registry and the controllers report about a
+//! definition, merged by one task per process and written with server-side apply of the
+//! status subresource, so no report can lose another. File definitions are only logged.
+
+use std::collections::HashMap;
+
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use crate::conditions::{condition, set, with_times};
+use crate::definition::OperatorDefinition;
+use crate::labels;
+use crate::source::Origin;
+
+/// One thing to say about a definition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// The current version compiled (`Compiled=True`, clearing an earlier error).
+    Compiled,
+    /// The current version does not compile.
+    CompileError {
+        /// The diagnostics, with file, line and column.
+        message: String,
+        /// Whether the last good version keeps running.
+        running: bool,
+    },
+    /// Another definition serves the parent kind.
+    Conflict {
+        /// Names the kind and the holder.
+        message: String,
+    },
+    /// The controller cannot start yet.
+    Waiting {
+        /// `Waiting`, `Forbidden`, `NotServed` or `WatchFailed`.
+        reason: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The controller runs.
+    Serving {
+        /// Kinds watched, as `apiVersion/kind`.
+        watched: Vec<String>,
+        /// Parents served.
+        parents: usize,
+        /// Why it cannot do its job, if it cannot: a failing watch or a refused request.
+        problem: Option<String>,
+    },
+    /// The definition is gone: forget it.
+    Removed,
+}
+
+impl Report {
+    /// Applies this report to a definition's status object.
+    fn apply(&self, status: &mut Value) {
+        let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
+        let error = match self {
+            Report::Compiled => {
+                set(&mut conditions, condition("Compiled", true, "Compiled", "", None));
+                None
+            }
+            Report::CompileError { message, running } => {
+                let note = if *running {
+                    "the last good version keeps running"
+                } else {
+                    "not started"
+                };
+                let text = format!("{message} ({note})");
+                set(&mut conditions, condition("Compiled", false, "CompileError", &text, None));
+                Some(Some(message.clone()))
+            }
+            Report::Conflict { message } => {
+                set(&mut conditions, condition("Ready", false, "Conflict", message, None));
+                set(&mut conditions, condition("Conflict", true, "ParentKindTaken", message, None));
+                Some(Some(message.clone()))
+            }
+            Report::Waiting { reason, message } => {
+                set(&mut conditions, condition("Ready", false, reason, message, None));
+                Some(Some(message.clone()))
+            }
+            Report::Serving {
+                watched,
+                parents,
+                problem,
+            } => {
+                status["watchedKinds"] = json!(watched);
+                status["parentCount"] = json!(parents);
+                set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
+                match problem {
+                    None => set(&mut conditions, condition("Ready", true, "Serving", "the definition is running", None)),
+                    Some(p) => set(&mut conditions, condition("Ready", false, "Failing", p, None)),
+                }
+                Some(problem.clone())
+            }
+            Report::Removed => None,
+        };
+        status["conditions"] = Value::Array(conditions);
+        match error {
+            Some(Some(message)) => status["lastError"] = message.into(),
+            Some(None) => {
+                if let Some(map) = status.as_object_mut() {
+                    map.remove("lastError");
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn log(&self, origin: &Origin) {
+        match self {
+            Report::CompileError { message, .. } => tracing::error!(definition = %origin, "{message}"),
+            Report::Conflict { message } => tracing::warn!(definition = %origin, "conflict: {message}"),
+            Report::Waiting { message, .. } => tracing::info!(definition = %origin, "waiting: {message}"),
+            Report::Serving { problem: Some(p), .. } => tracing::warn!(definition = %origin, "{p}"),
+            Report::Compiled | Report::Serving { problem: None, .. } | Report::Removed => {}
+        }
+    }
+}
+
+/// Where reports go: the one status task of the process.
+#[derive(Clone)]
+pub struct Reports(UnboundedSender<(Origin, Report)>);
+
+impl Reports {
+    /// Sends a report; it is lost only when the process is shutting down.
+    pub fn send(&self, origin: &Origin, report: Report) {
+        let _ = self.0.send((origin.clone(), report));
+    }
+}
+
+/// Starts the status task; it ends when every [`Reports`] is dropped.
+pub fn start(client: Client) -> (Reports, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = unbounded_channel();
+    (Reports(tx), tokio::spawn(write_all(client, rx)))
+}
+
+async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>) {
+    let api: Api<OperatorDefinition> = Api::all(client);
+    // The last status written (or read) of each definition.
+    let mut written: HashMap<String, Value> = HashMap::new();
+    while let Some((origin, report)) = rx.recv().await {
+        report.log(&origin);
+        let Origin::Cluster { name } = origin else { continue };
+        if report == Report::Removed {
+            written.remove(&name);
+            continue;
+        }
+        let live = match written.get(&name) {
+            Some(v) => v.clone(),
+            None => match api.get_status(&name).await {
+                Ok(od) => serde_json::to_value(od.status.unwrap_or_default()).unwrap_or_else(|_| json!({})),
+                Err(e) => {
+                    tracing::debug!(definition = %name, error = %e, "cannot read the definition's status");
+                    continue;
+                }
+            },
+        };
+        let mut next = live.clone();
+        report.apply(&mut next);
+        let next = with_times(&next, Some(&live));
+        if next == live {
+            written.insert(name, live);
+            continue;
+        }
+        let body = json!({"apiVersion": "stencil.dev/v1alpha1", "kind": "OperatorDefinition",
+            "metadata": {"name": name}, "status": next});
+        match api
+            .patch_status(&name, &PatchParams::apply(labels::FIELD_MANAGER).force(), &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => {
+                written.insert(name, next);
+            }
+            Err(e) => {
+                tracing::warn!(definition = %name, error = %e, "could not write the definition's status");
+                written.remove(&name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status_of(reports: &[Report]) -> Value {
+        let mut status = json!({});
+        for r in reports {
+            r.apply(&mut status);
+        }
+        status
+    }
+
+    fn cond(status: &Value, type_: &str) -> (String, String) {
+        let c = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == type_)
+            .unwrap_or_else(|| panic!("no {type_} in {status}"));
+        (c["status"].as_str().unwrap().into(), c["reason"].as_str().unwrap().into())
+    }
+
+    #[test]
+    fn a_good_version_clears_compiled_false() {
+        let error = Report::CompileError {
+            message: "f.yaml:3:1: bad".into(),
+            running: true,
+        };
+        let s = status_of(std::slice::from_ref(&error));
+        assert_eq!(cond(&s, "Compiled"), ("False".into(), "CompileError".into()));
+        assert_eq!(s["lastError"], "f.yaml:3:1: bad");
+        let s = status_of(&[error, Report::Compiled]);
+        assert_eq!(cond(&s, "Compiled"), ("True".into(), "Compiled".into()));
+    }
+
+    #[test]
+    fn a_compile_error_keeps_ready_and_serving_clears_the_error() {
+        let serving = Report::Serving {
+            watched: vec!["v1/ConfigMap".into()],
+            parents: 2,
+            problem: None,
+        };
+        let s = status_of(&[
+            serving.clone(),
+            Report::CompileError {
+                message: "bad".into(),
+                running: true,
+            },
+        ]);
+        assert_eq!(cond(&s, "Ready"), ("True".into(), "Serving".into()));
+        assert_eq!(cond(&s, "Compiled").0, "False");
+        let s = status_of(&[Report::Compiled, serving]);
+        assert!(s.get("lastError").is_none(), "{s}");
+        assert_eq!(s["parentCount"], 2);
+    }
+
+    #[test]
+    fn a_forbidden_watch_is_ready_false_with_its_reason() {
+        let s = status_of(&[Report::Waiting {
+            reason: "Forbidden",
+            message: "forbidden to list and watch secrets".into(),
+        }]);
+        assert_eq!(cond(&s, "Ready"), ("False".into(), "Forbidden".into()));
+    }
+}

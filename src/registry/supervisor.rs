@@ -1,0 +1,260 @@
+//! Carries out the registry's effects without ever waiting on a definition's task: each
+//! controller runs in its own task, and tasks that touch one parent kind are chained, so
+//! a new controller of a kind starts only once the old one has stopped (and its parents
+//! have been released), without the registry loop awaiting either.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+
+use super::state::{Effect, ParentKind, parent_kind};
+use super::status::{Report, Reports};
+use crate::compile::CompiledDefinition;
+use crate::gvk::Gvk;
+use crate::metrics::Metrics;
+use crate::reconcile::{self, Context};
+use crate::source::Origin;
+use crate::watch::{Selection, WatchError, WatchLease, Watches};
+
+/// How often a waiting definition retries (a missing kind, an unestablished CRD, a
+/// forbidden list).
+const RETRY: Duration = Duration::from_secs(3);
+
+/// How long shutdown waits for the controllers to finish their reconciles.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+type Barrier = Shared<BoxFuture<'static, ()>>;
+
+/// What every controller task shares.
+#[derive(Clone)]
+pub struct Shell {
+    /// The API client.
+    pub client: Client,
+    /// The process's watches.
+    pub watches: Arc<Watches>,
+    /// Parents reconciled at once per definition.
+    pub concurrency: u16,
+    /// Where counts go.
+    pub metrics: Arc<Metrics>,
+    /// Where status reports go.
+    pub reports: Reports,
+}
+
+/// Runs the effects.
+pub struct Supervisor {
+    shell: Shell,
+    running: HashMap<Origin, watch::Sender<bool>>,
+    /// The last task started for each parent kind; the next one waits for it.
+    barriers: HashMap<ParentKind, Barrier>,
+}
+
+impl Supervisor {
+    /// A supervisor with nothing running.
+    pub fn new(shell: Shell) -> Self {
+        Supervisor {
+            shell,
+            running: HashMap::new(),
+            barriers: HashMap::new(),
+        }
+    }
+
+    /// Carries out one effect; returns at once.
+    pub fn execute(&mut self, effect: Effect) {
+        self.barriers.retain(|_, b| b.peek().is_none());
+        match effect {
+            Effect::Start { origin, def, kinds_seen } => {
+                self.stop(&origin);
+                let (stop, stopped) = watch::channel(false);
+                let shell = self.shell.clone();
+                tracing::info!(definition = %origin, "started");
+                self.running.insert(origin.clone(), stop);
+                self.chain(parent_kind(&def), serve(shell, origin, def, kinds_seen, stopped));
+            }
+            Effect::Stop(origin) => self.stop(&origin),
+            Effect::Release(def) => {
+                let shell = self.shell.clone();
+                self.chain(parent_kind(&def), release_parents(shell, def));
+            }
+            Effect::Report(origin, report) => self.shell.reports.send(&origin, report),
+            Effect::FileInvalid(file, message) => {
+                tracing::error!(file = %file, "{message}; definitions from this file keep their last good version")
+            }
+        }
+    }
+
+    fn stop(&mut self, origin: &Origin) {
+        if let Some(stop) = self.running.remove(origin) {
+            let _ = stop.send(true);
+        }
+    }
+
+    /// Runs `work` once the last task of `kind` has finished.
+    fn chain(&mut self, kind: ParentKind, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let before = self.barriers.remove(&kind);
+        let task = tokio::spawn(async move {
+            if let Some(before) = before {
+                before.await;
+            }
+            work.await;
+        });
+        let done: Barrier = task.map(|_| ()).boxed().shared();
+        self.barriers.insert(kind, done);
+    }
+
+    /// Stops every controller and waits (a bounded time) for them, leaving parents and
+    /// their finalizers in place for the next Stencil process.
+    pub async fn shutdown(mut self) {
+        for (_, stop) in self.running.drain() {
+            let _ = stop.send(true);
+        }
+        let all = futures::future::join_all(self.barriers.into_values());
+        if tokio::time::timeout(SHUTDOWN_GRACE, all).await.is_err() {
+            tracing::warn!("controllers did not stop within {SHUTDOWN_GRACE:?}; leaving them");
+        }
+    }
+}
+
+/// Waits until `stop` is set.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sleeps for `d`, returning false if stopped meanwhile.
+async fn pause(stop: &watch::Receiver<bool>, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = stopped(stop.clone()) => false,
+    }
+}
+
+/// Retries `attempt` every [`RETRY`], reporting why it waits, until it succeeds or the
+/// definition is stopped.
+async fn until_ready<T, F, Fut>(shell: &Shell, origin: &Origin, stop: &watch::Receiver<bool>, mut attempt: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, (&'static str, String)>>,
+{
+    loop {
+        if *stop.borrow() {
+            return None;
+        }
+        match attempt().await {
+            Ok(v) => return Some(v),
+            Err((reason, message)) => shell.reports.send(origin, Report::Waiting { reason, message }),
+        }
+        if !pause(stop, RETRY).await {
+            return None;
+        }
+    }
+}
+
+/// One definition's life: install its CRD, resolve its kinds (waiting for any that is not
+/// served or not allowed yet), then run its controller and keep its status current until
+/// stopped. Its watches are released when it ends.
+async fn serve(
+    shell: Shell,
+    origin: Origin,
+    def: Arc<CompiledDefinition>,
+    kinds_seen: Vec<Gvk>,
+    stop: watch::Receiver<bool>,
+) {
+    let installed = until_ready(&shell, &origin, &stop, || async {
+        crate::crd::install(&shell.client, &def).await.map_err(|e| ("Waiting", e.to_string()))
+    })
+    .await;
+    if installed.is_none() {
+        return;
+    }
+    let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
+        return;
+    };
+    let ctx = Arc::new(ctx);
+    let mut watched: Vec<String> = ctx.watched().map(|w| w.gvk.to_string()).collect();
+    watched.sort();
+    watched.dedup();
+    let controller = tokio::spawn(reconcile::run(ctx.clone(), shell.concurrency, stopped(stop.clone())));
+    let mut last = None;
+    loop {
+        let now = (ctx.parents.store.state().len(), ctx.problem());
+        if last.as_ref() != Some(&now) {
+            let report = Report::Serving {
+                watched: watched.clone(),
+                parents: now.0,
+                problem: now.1.clone(),
+            };
+            shell.reports.send(&origin, report);
+            last = Some(now);
+        }
+        if !pause(&stop, Duration::from_secs(5)).await {
+            break;
+        }
+        ctx.sweep();
+    }
+    let _ = controller.await;
+}
+
+/// Builds a controller context, or says which kind is not served or not allowed yet.
+async fn resolve(
+    shell: &Shell,
+    def: &Arc<CompiledDefinition>,
+    kinds_seen: &[Gvk],
+) -> Result<Context, (&'static str, String)> {
+    let watches = &shell.watches;
+    let owner = def.name.as_str();
+    let fail = |e: WatchError| (e.reason(), e.to_string());
+    let parents = watches.acquire(&def.parent, Selection::All, owner).await.map_err(fail)?;
+    let current = def.all_child_kinds();
+    let mut children = Vec::new();
+    for gvk in kinds_seen {
+        match watches.acquire(gvk, Selection::Managed, owner).await {
+            Ok(w) => children.push(w),
+            // A kind only an earlier version used may be gone; the current ones must exist.
+            Err(e) if current.contains(gvk) => return Err(fail(e)),
+            Err(_) => {}
+        }
+    }
+    let mut lookups: Vec<WatchLease> = Vec::new();
+    for gvk in def.lookup_kinds() {
+        lookups.push(watches.acquire(&gvk, Selection::All, owner).await.map_err(fail)?);
+    }
+    Ok(Context::new(
+        shell.client.clone(),
+        def.clone(),
+        shell.metrics.clone(),
+        parents,
+        children,
+        lookups,
+    ))
+}
+
+/// Removes Stencil's finalizer from every parent of a definition that nobody serves any
+/// more, so no parent is left undeletable.
+async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
+    let parents = match shell.watches.acquire(&def.parent, Selection::All, &def.name).await {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(definition = %def.name, error = %e, "cannot release the parents' finalizers");
+            return;
+        }
+    };
+    for parent in parents.store.state() {
+        let api = match parent.namespace() {
+            Some(ns) => Api::namespaced_with(shell.client.clone(), &ns, &parents.resolved.resource),
+            None => Api::all_with(shell.client.clone(), &parents.resolved.resource),
+        };
+        if let Err(e) = reconcile::release(&api, &parent).await {
+            tracing::warn!(parent = %parent.name_any(), error = %e, "could not release the finalizer");
+        }
+    }
+    tracing::info!(definition = %def.name, kind = %def.parent, "nobody serves the kind now; its parents were released");
+}

@@ -1,0 +1,73 @@
+//! How a failing watch waits before it retries, and how its error reads on a status.
+
+use std::time::Duration;
+
+use kube::runtime::watcher;
+
+/// 0.5 s doubling to 5 s, so a watch is back within seconds of the API server (kube's
+/// default waits up to 30 s).
+pub(super) struct RetryBackoff {
+    builder: backon::ExponentialBuilder,
+    delays: backon::ExponentialBackoff,
+}
+
+impl RetryBackoff {
+    pub(super) fn new() -> Self {
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_delay(Duration::from_secs(5))
+            .with_jitter()
+            .without_max_times();
+        RetryBackoff {
+            delays: backon::BackoffBuilder::build(builder),
+            builder,
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.delays.next()
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.delays = backon::BackoffBuilder::build(self.builder);
+    }
+}
+
+/// What went wrong with a watch, as the definition's status reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchFailure {
+    /// True when the API server refused the list or watch (403).
+    pub forbidden: bool,
+    /// The message; a forbidden one names the rule to add.
+    pub message: String,
+}
+
+/// A watch error as a status message.
+pub(super) fn describe(e: &watcher::Error, ar: &kube::core::ApiResource) -> WatchFailure {
+    let inner = match e {
+        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            Some(k)
+        }
+        _ => None,
+    };
+    match inner {
+        Some(kube::Error::Api(status)) if status.code == 403 => WatchFailure {
+            forbidden: true,
+            message: format!(
+                "forbidden to list and watch {}: add the rule {}",
+                ar.plural,
+                crate::rbac::missing_rule(&ar.group, &ar.plural, "list, watch")
+            ),
+        },
+        _ => WatchFailure {
+            forbidden: false,
+            message: format!("watching {}: {e}", ar.plural),
+        },
+    }
+}

@@ -1,0 +1,273 @@
+//! Shared watches with owners: one reflector per kind and selection, shared by every
+//! definition that uses it. A definition holds a [`WatchLease`] for each kind it
+//! watches; when the last lease of a kind is dropped, its task stops and its store is
+//! freed. kube's shared reflectors do not take DynamicObject, so each watch keeps its own
+//! store and fans its events out to subscribers.
+
+mod backoff;
+mod shared;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector;
+use kube::runtime::watcher::{self, Event, watcher};
+
+pub use backoff::WatchFailure;
+pub use shared::SharedWatch;
+
+use crate::discovery::{self, DiscoveryError};
+use crate::gvk::Gvk;
+use crate::labels;
+use crate::metrics::Metrics;
+
+/// Which objects of a kind a watch sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Selection {
+    /// Every object: parents and lookups.
+    All,
+    /// Only objects Stencil manages (`app.kubernetes.io/managed-by=stencil`): children.
+    Managed,
+}
+
+/// Why a watch could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The kind is not served (yet).
+    #[error(transparent)]
+    NotServed(#[from] DiscoveryError),
+    /// The API server refused to list or watch the kind.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The first list failed for another reason.
+    #[error("{0}")]
+    Failed(String),
+    /// The first list did not arrive in time.
+    #[error("the first list of {kind} did not arrive within {seconds} s")]
+    Timeout {
+        /// The kind.
+        kind: String,
+        /// How long Stencil waited.
+        seconds: u64,
+    },
+}
+
+impl WatchError {
+    /// The reason a status gives for this error.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            WatchError::NotServed(_) => "NotServed",
+            WatchError::Forbidden(_) => "Forbidden",
+            WatchError::Failed(_) | WatchError::Timeout { .. } => "WatchFailed",
+        }
+    }
+}
+
+type Key = (Gvk, Selection);
+
+/// A running watch and the task that feeds it; dropping the last lease drops this.
+struct Running {
+    key: Key,
+    shared: Arc<SharedWatch>,
+    task: tokio::task::AbortHandle,
+    registry: Weak<Registry>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Some(registry) = self.registry.upgrade() {
+            let mut running = registry.running.lock().expect("watches lock");
+            // A new watch of the same key may have replaced this one already.
+            if running.get(&self.key).is_some_and(|w| w.strong_count() == 0) {
+                running.remove(&self.key);
+            }
+            registry.metrics.watched_kinds.set(running.len() as i64);
+        }
+        tracing::debug!(kind = %self.key.0, "watch stopped: no definition uses it");
+    }
+}
+
+/// One owner's hold on a shared watch; the watch runs while any lease is alive.
+#[derive(Clone)]
+pub struct WatchLease {
+    running: Arc<Running>,
+}
+
+impl std::ops::Deref for WatchLease {
+    type Target = SharedWatch;
+
+    fn deref(&self) -> &SharedWatch {
+        &self.running.shared
+    }
+}
+
+struct Registry {
+    running: Mutex<HashMap<Key, Weak<Running>>>,
+    metrics: Arc<Metrics>,
+}
+
+/// All watches of the process, keyed by group, version, kind and selection.
+pub struct Watches {
+    client: Client,
+    namespaces: Vec<String>,
+    sync_timeout: Duration,
+    registry: Arc<Registry>,
+}
+
+impl Watches {
+    /// An empty set; `namespaces` restricts namespaced kinds (empty: every namespace), and
+    /// a watch whose first list takes longer than `sync_timeout` is reported, not awaited.
+    pub fn new(client: Client, namespaces: Vec<String>, sync_timeout: Duration, metrics: Arc<Metrics>) -> Self {
+        Watches {
+            client,
+            namespaces,
+            sync_timeout,
+            registry: Arc::new(Registry {
+                running: Mutex::new(HashMap::new()),
+                metrics,
+            }),
+        }
+    }
+
+    /// How many watches run now.
+    pub fn len(&self) -> usize {
+        self.registry.running.lock().expect("watches lock").len()
+    }
+
+    /// True when no watch runs.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A lease on the watch of a kind for `owner`, started on first use. It returns once
+    /// the store holds its first list, or with the reason it cannot: the kind is not
+    /// served, the list is forbidden, or it did not arrive within the sync timeout.
+    pub async fn acquire(&self, gvk: &Gvk, selection: Selection, owner: &str) -> Result<WatchLease, WatchError> {
+        let lease = match self.running(gvk, selection) {
+            Some(lease) => lease,
+            None => self.start(gvk, selection).await?,
+        };
+        tracing::debug!(kind = %gvk, owner, "watch acquired");
+        self.synced(&lease).await?;
+        Ok(lease)
+    }
+
+    fn running(&self, gvk: &Gvk, selection: Selection) -> Option<WatchLease> {
+        let running = self.registry.running.lock().expect("watches lock");
+        let r = running.get(&(gvk.clone(), selection))?.upgrade()?;
+        Some(WatchLease { running: r })
+    }
+
+    async fn synced(&self, lease: &WatchLease) -> Result<(), WatchError> {
+        let mut failures = lease.failures();
+        let failed = async {
+            loop {
+                if let Some(f) = failures.borrow_and_update().clone() {
+                    return f;
+                }
+                if failures.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = lease.store.wait_until_ready() => Ok(()),
+            f = failed => Err(if f.forbidden { WatchError::Forbidden(f.message) } else { WatchError::Failed(f.message) }),
+            _ = tokio::time::sleep(self.sync_timeout) => Err(WatchError::Timeout {
+                kind: lease.gvk.to_string(),
+                seconds: self.sync_timeout.as_secs(),
+            }),
+        }
+    }
+
+    async fn start(&self, gvk: &Gvk, selection: Selection) -> Result<WatchLease, WatchError> {
+        let resolved = discovery::resolve(&self.client, gvk).await?;
+        let key = (gvk.clone(), selection);
+        let mut running = self.registry.running.lock().expect("watches lock");
+        // Another caller may have started it while discovery ran.
+        if let Some(r) = running.get(&key).and_then(Weak::upgrade) {
+            return Ok(WatchLease { running: r });
+        }
+        let writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
+        let task = tokio::spawn(feed(self.stream(&shared, selection), writer, shared.clone(), self.namespaces.clone()));
+        let lease = WatchLease {
+            running: Arc::new(Running {
+                key: key.clone(),
+                shared,
+                task: task.abort_handle(),
+                registry: Arc::downgrade(&self.registry),
+            }),
+        };
+        running.insert(key, Arc::downgrade(&lease.running));
+        self.registry.metrics.watched_kinds.set(running.len() as i64);
+        Ok(lease)
+    }
+
+    fn stream(
+        &self,
+        shared: &SharedWatch,
+        selection: Selection,
+    ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
+        let resolved = &shared.resolved;
+        let config = match selection {
+            Selection::All => watcher::Config::default(),
+            Selection::Managed => {
+                watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE))
+            }
+        };
+        // One namespace is watched there alone (least privilege); several share one
+        // cluster-wide watch whose events are filtered (`stencil rbac` grants it).
+        let api = match (resolved.namespaced, self.namespaces.as_slice()) {
+            (true, [only]) => Api::namespaced_with(self.client.clone(), only, &resolved.resource),
+            _ => Api::all_with(self.client.clone(), &resolved.resource),
+        };
+        watcher(api, config).backoff(backoff::RetryBackoff::new()).boxed()
+    }
+}
+
+/// Feeds one watch from its stream until aborted.
+async fn feed(
+    mut events: futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>,
+    mut writer: reflector::store::Writer<DynamicObject>,
+    shared: Arc<SharedWatch>,
+    namespaces: Vec<String>,
+) {
+    let keep: Vec<String> = if shared.resolved.namespaced { namespaces } else { Vec::new() };
+    let in_scope = |o: &DynamicObject| keep.is_empty() || o.metadata.namespace.as_ref().is_some_and(|ns| keep.contains(ns));
+    let types = kube::core::TypeMeta {
+        api_version: shared.resolved.resource.api_version.clone(),
+        kind: shared.resolved.resource.kind.clone(),
+    };
+    while let Some(event) = events.next().await {
+        // Items of a list response carry no apiVersion and kind; every stored object does.
+        // Managed fields are dropped: nothing reads them, and they are often half of an
+        // object's size, so they would be most of the stores' memory.
+        let event = event.map(|e| {
+            e.modify(|o| {
+                if o.types.is_none() {
+                    o.types = Some(types.clone());
+                }
+                o.metadata.managed_fields = None;
+            })
+        });
+        match event {
+            Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !in_scope(&o) => {}
+            Ok(event) => {
+                writer.apply_watcher_event(&event);
+                shared.observe(&event);
+            }
+            Err(e) => {
+                tracing::warn!(kind = %shared.gvk, error = %e, "watch failed; retrying");
+                shared.failed(backoff::describe(&e, &shared.resolved.resource));
+            }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! One watched kind's state: its store, an index of objects by parent UID, and the
+//! subscribers its events fan out to. The task that feeds it lives in the parent module.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use kube::api::DynamicObject;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::Event;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::backoff::WatchFailure;
+use crate::discovery::Resolved;
+use crate::gvk::Gvk;
+use crate::labels;
+
+type Subscribers = Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>;
+
+/// One running watch of a kind.
+pub struct SharedWatch {
+    /// The kind.
+    pub gvk: Gvk,
+    /// How to reach it and its scope.
+    pub resolved: Resolved,
+    /// Every object seen, kept current.
+    pub store: Store<DynamicObject>,
+    subscribers: Subscribers,
+    deletion_subscribers: Subscribers,
+    failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
+    /// Objects by their `stencil.dev/parent-uid` label, so a reconcile finds a parent's
+    /// children without scanning the store.
+    by_parent: Mutex<ParentIndex>,
+}
+
+/// Object keys by parent UID, and each object's parent UID.
+#[derive(Default)]
+struct ParentIndex {
+    children: HashMap<String, HashSet<ObjectRef<DynamicObject>>>,
+    parent_of: HashMap<ObjectRef<DynamicObject>, String>,
+}
+
+impl ParentIndex {
+    fn remove(&mut self, key: &ObjectRef<DynamicObject>) {
+        if let Some(uid) = self.parent_of.remove(key)
+            && let Some(set) = self.children.get_mut(&uid)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.children.remove(&uid);
+            }
+        }
+    }
+
+    fn insert(&mut self, key: ObjectRef<DynamicObject>, obj: &DynamicObject) {
+        self.remove(&key);
+        if let Some(uid) = obj.metadata.labels.as_ref().and_then(|l| l.get(labels::PARENT_UID)) {
+            self.children.entry(uid.clone()).or_default().insert(key.clone());
+            self.parent_of.insert(key, uid.clone());
+        }
+    }
+}
+
+impl SharedWatch {
+    /// A watch of `gvk` whose events arrive through [`SharedWatch::observe`].
+    pub(super) fn new(gvk: Gvk, resolved: Resolved, store: Store<DynamicObject>) -> Self {
+        SharedWatch {
+            gvk,
+            resolved,
+            store,
+            subscribers: Mutex::new(Vec::new()),
+            deletion_subscribers: Mutex::new(Vec::new()),
+            failure: tokio::sync::watch::Sender::new(None),
+            by_parent: Mutex::new(ParentIndex::default()),
+        }
+    }
+
+    /// A receiver of every object in the store now and of every object that changes or
+    /// disappears from now on. The sender is registered while the store is read, under
+    /// the lock that publishing takes after storing, so no event falls between the two:
+    /// an object stored meanwhile arrives at most twice, never zero times.
+    pub fn subscribe(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+        let (tx, rx) = unbounded_channel();
+        let mut subscribers = self.subscribers.lock().expect("subscribers lock");
+        for obj in self.store.state() {
+            let _ = tx.send(obj);
+        }
+        subscribers.push(tx);
+        rx
+    }
+
+    /// A receiver of every object whose deletion the watch reports from now on. A
+    /// deletion that happened while the watch was relisting is not reported.
+    pub fn subscribe_deletions(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+        let (tx, rx) = unbounded_channel();
+        self.deletion_subscribers.lock().expect("subscribers lock").push(tx);
+        rx
+    }
+
+    /// Why the watch is failing, if it is: a forbidden list or watch names the missing rule.
+    pub fn error(&self) -> Option<String> {
+        self.failure.borrow().as_ref().map(|f| f.message.clone())
+    }
+
+    /// Follows the watch's failures, for a caller waiting on its first list.
+    pub(super) fn failures(&self) -> tokio::sync::watch::Receiver<Option<WatchFailure>> {
+        self.failure.subscribe()
+    }
+
+    /// The objects labelled with this parent UID.
+    pub fn children_of(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+        let keys: Vec<ObjectRef<DynamicObject>> = self
+            .by_parent
+            .lock()
+            .expect("index lock")
+            .children
+            .get(uid)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default();
+        keys.iter().filter_map(|k| self.store.get(k)).collect()
+    }
+
+    /// Records a failing list or watch.
+    pub(super) fn failed(&self, failure: WatchFailure) {
+        self.failure.send_replace(Some(failure));
+    }
+
+    /// Takes one event that the store has already applied: clears a failure, keeps the
+    /// parent index in step and tells the subscribers.
+    pub(super) fn observe(&self, event: &Event<DynamicObject>) {
+        if self.failure.borrow().is_some() {
+            self.failure.send_replace(None);
+        }
+        self.index(event);
+        match event {
+            Event::Apply(o) | Event::InitApply(o) => self.publish_stored(o),
+            Event::Delete(o) => self.publish_deletion(o),
+            Event::Init | Event::InitDone => {}
+        }
+    }
+
+    fn key(&self, o: &DynamicObject) -> ObjectRef<DynamicObject> {
+        ObjectRef::from_obj_with(o, self.resolved.resource.clone())
+    }
+
+    fn index(&self, event: &Event<DynamicObject>) {
+        let mut index = self.by_parent.lock().expect("index lock");
+        match event {
+            Event::Apply(o) | Event::InitApply(o) => index.insert(self.key(o), o),
+            Event::Delete(o) => index.remove(&self.key(o)),
+            Event::Init => {}
+            // A relist may have dropped objects deleted meanwhile: rebuild from the store.
+            Event::InitDone => {
+                *index = ParentIndex::default();
+                for o in self.store.state() {
+                    index.insert(self.key(&o), &o);
+                }
+            }
+        }
+    }
+
+    /// Publishes the store's own copy of an object that was just stored, sparing a deep
+    /// copy per event.
+    fn publish_stored(&self, obj: &DynamicObject) {
+        let stored = self.store.get(&self.key(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
+        send_all(&self.subscribers, &stored);
+    }
+
+    fn publish_deletion(&self, obj: &DynamicObject) {
+        let obj = Arc::new(obj.clone());
+        send_all(&self.subscribers, &obj);
+        send_all(&self.deletion_subscribers, &obj);
+    }
+}
+
+/// Sends to every subscriber, forgetting those that have gone.
+fn send_all(subscribers: &Subscribers, obj: &Arc<DynamicObject>) {
+    subscribers
+        .lock()
+        .expect("subscribers lock")
+        .retain(|tx| tx.send(obj.clone()).is_ok());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::ApiResource;
+    use kube::runtime::reflector::store::Writer;
+
+    fn configmap(name: &str, uid: &str) -> DynamicObject {
+        let mut o = DynamicObject::new(name, &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()))
+            .within("ns");
+        o.metadata.labels = Some([(labels::PARENT_UID.to_string(), uid.to_string())].into());
+        o
+    }
+
+    fn watch() -> (Writer<DynamicObject>, SharedWatch) {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let writer = Writer::new(ar.clone());
+        let gvk = Gvk::parse("v1", "ConfigMap").unwrap();
+        let resolved = Resolved {
+            resource: ar,
+            namespaced: true,
+        };
+        let shared = SharedWatch::new(gvk, resolved, writer.as_reader());
+        (writer, shared)
+    }
+
+    fn feed(writer: &mut Writer<DynamicObject>, shared: &SharedWatch, event: Event<DynamicObject>) {
+        writer.apply_watcher_event(&event);
+        shared.observe(&event);
+    }
+
+    #[test]
+    fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
+        let (mut writer, shared) = watch();
+        feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+        let mut rx = shared.subscribe();
+        feed(&mut writer, &shared, Event::Apply(configmap("b", "u1")));
+        let mut names = Vec::new();
+        while let Ok(o) = rx.try_recv() {
+            names.push(o.metadata.name.clone().unwrap());
+        }
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    /// The race the old subscribe had: an object stored after the snapshot but published
+    /// before the sender was registered was lost. Storing it while another thread
+    /// subscribes must deliver it, whatever the interleaving.
+    #[test]
+    fn no_object_falls_between_the_snapshot_and_the_registration() {
+        for round in 0..200 {
+            let (mut writer, shared) = watch();
+            let shared = Arc::new(shared);
+            let subscriber = {
+                let shared = shared.clone();
+                std::thread::spawn(move || shared.subscribe())
+            };
+            feed(&mut writer, &shared, Event::Apply(configmap("late", "u1")));
+            let mut rx = subscriber.join().unwrap();
+            let mut got = false;
+            while let Ok(o) = rx.try_recv() {
+                got |= o.metadata.name.as_deref() == Some("late");
+            }
+            assert!(got, "round {round}: the object stored during subscribe was never delivered");
+        }
+    }
+
+    #[test]
+    fn the_parent_index_follows_deletions_and_relists() {
+        let (mut writer, shared) = watch();
+        feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+        feed(&mut writer, &shared, Event::Apply(configmap("b", "u2")));
+        assert_eq!(shared.children_of("u1").len(), 1);
+        feed(&mut writer, &shared, Event::Delete(configmap("a", "u1")));
+        assert!(shared.children_of("u1").is_empty());
+        feed(&mut writer, &shared, Event::Init);
+        feed(&mut writer, &shared, Event::InitDone);
+        assert!(shared.children_of("u2").is_empty(), "a relist without b drops it");
+    }
+}
