@@ -49,6 +49,13 @@ pub struct ApplyLabels {
     pub result: String,
 }
 
+/// `result` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabel {
+    /// What happened.
+    pub result: String,
+}
+
 /// `method` label of API requests.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
@@ -85,6 +92,8 @@ pub struct Metrics {
     pub workqueue_retries_total: Family<QueueLabel, Counter>,
     /// 1 while this process holds the leader Lease.
     pub leader_election_master_status: Family<QueueLabel, Gauge>,
+    /// Writes through the leader's fence: `sent`, or `refused` after the renew deadline.
+    pub fenced_writes_total: Family<ResultLabel, Counter>,
     /// Definitions by state.
     pub definitions: Family<StateLabel, Gauge>,
     /// Kinds watched.
@@ -118,6 +127,7 @@ impl Metrics {
             workqueue_queue_duration_seconds: Family::new_with_constructor(seconds),
             workqueue_retries_total: Family::default(),
             leader_election_master_status: Family::default(),
+            fenced_writes_total: Family::default(),
             definitions: Family::default(),
             watched_kinds: Gauge::default(),
             children_applied_total: Family::default(),
@@ -166,6 +176,11 @@ impl Metrics {
             "leader_election_master_status",
             "1 while this process is the leader",
             m.leader_election_master_status.clone(),
+        );
+        r.register(
+            "stencil_fenced_writes",
+            "Writes through the leader's fence, sent or refused after the renew deadline",
+            m.fenced_writes_total.clone(),
         );
         r.register("stencil_definitions", "Definitions by state", m.definitions.clone());
         r.register("stencil_watched_kinds", "Kinds watched", m.watched_kinds.clone());

@@ -151,12 +151,19 @@ pub struct Needs {
 pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) -> Needs {
     let mut needs = Needs::default();
     let mut crd_names = Vec::new();
+    // Several namespaces share one cluster-wide watch per kind (one store per kind, one
+    // connection instead of one per namespace), so reading is granted cluster-wide and
+    // writing stays in each namespace's Role.
+    let shared_watch = options.namespaces.len() > 1;
     let mut grant = |gvk: &Gvk, resource: &str, verbs: &[&str], names: &[String]| {
-        let target = if scopes.is_namespaced(gvk) && !options.namespaces.is_empty() {
-            &mut needs.namespaced
-        } else {
-            &mut needs.cluster
-        };
+        let confined = scopes.is_namespaced(gvk) && !options.namespaces.is_empty();
+        if confined && shared_watch {
+            let reading: Vec<&str> = verbs.iter().copied().filter(|v| matches!(*v, "list" | "watch")).collect();
+            if !reading.is_empty() {
+                needs.cluster.grant(&gvk.group, resource, &reading, names);
+            }
+        }
+        let target = if confined { &mut needs.namespaced } else { &mut needs.cluster };
         target.grant(&gvk.group, resource, verbs, names);
     };
     for def in defs {
@@ -374,5 +381,22 @@ mod tests {
         assert!(n.namespaced.allows("coordination.k8s.io", "leases", "update", None));
         let m = manifests(&n, &options);
         assert_eq!(m.iter().filter(|o| o["kind"] == "Role").count(), 2);
+        // Two namespaces share one cluster-wide watch per kind: reading is cluster-wide.
+        assert!(n.cluster.allows("apps", "statefulsets", "watch", None));
+        assert!(n.cluster.allows("apps", "statefulsets", "list", None));
+    }
+
+    #[test]
+    fn one_namespace_is_watched_there_alone() {
+        let defs = bundled();
+        let scopes = crate::compile::scopes(&defs);
+        let options = Options {
+            namespaces: vec!["a".into()],
+            name: "stencil".into(),
+            ..Options::default()
+        };
+        let n = needs(&defs, &scopes, &options);
+        assert!(n.namespaced.allows("apps", "statefulsets", "watch", None));
+        assert!(!n.cluster.allows("apps", "statefulsets", "watch", None));
     }
 }

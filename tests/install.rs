@@ -5,39 +5,15 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{TestNamespace, client, run_tool, spawn_stencil, wait_for};
+use common::{TestNamespace, client, run_tool, spawn_stencil, token_kubeconfig, wait_for};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::config::Kubeconfig;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-/// A kubeconfig for the rig's API server that authenticates with `token`.
-fn token_kubeconfig(token: &str, dir: &std::path::Path) -> PathBuf {
-    let admin = Kubeconfig::read_from(common::kubeconfig_path()).unwrap();
-    let cluster = admin.clusters[0].cluster.clone().unwrap();
-    let mut ca = cluster.certificate_authority_data.clone();
-    if ca.is_none()
-        && let Some(path) = &cluster.certificate_authority
-    {
-        use base64::Engine as _;
-        ca = Some(base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap()));
-    }
-    let config = json!({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "rig", "cluster": {"server": cluster.server, "certificate-authority-data": ca}}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "rig", "user": "sa"}}],
-    });
-    let path = dir.join("sa-kubeconfig.yaml");
-    std::fs::write(&path, stencil::yaml::to_string(&config).unwrap()).unwrap();
-    path
-}
 
 #[tokio::test]
 async fn the_charts_rbac_is_enough_and_a_missing_rule_is_reported() {

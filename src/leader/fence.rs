@@ -4,11 +4,13 @@
 //! stopped writing, whatever its tasks were doing (client-go's `renewDeadline <
 //! leaseDuration`, checked per request instead of per loop).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::{Method, Request};
+use prometheus_client::metrics::counter::Counter;
+
+use crate::metrics::{Metrics, ResultLabel};
 
 /// Whether this process may write now; shared by the election and the client layer.
 #[derive(Clone)]
@@ -21,8 +23,8 @@ struct State {
     elected: bool,
     deadline: Duration,
     valid_until: Mutex<Option<Instant>>,
-    sent: AtomicU64,
-    refused: AtomicU64,
+    sent: Counter,
+    refused: Counter,
 }
 
 /// A write refused because the renew deadline had passed.
@@ -39,23 +41,29 @@ pub struct Fenced {
 
 impl Fence {
     /// A fence that never closes: for a process that runs without leader election.
-    pub fn open() -> Fence {
-        Fence::new(false, Duration::ZERO)
+    pub fn open(metrics: &Metrics) -> Fence {
+        Fence::new(false, Duration::ZERO, metrics)
     }
 
     /// A closed fence that opens for `deadline` after each renewal.
-    pub fn elected(deadline: Duration) -> Fence {
-        Fence::new(true, deadline)
+    pub fn elected(deadline: Duration, metrics: &Metrics) -> Fence {
+        Fence::new(true, deadline, metrics)
     }
 
-    fn new(elected: bool, deadline: Duration) -> Fence {
+    fn new(elected: bool, deadline: Duration, metrics: &Metrics) -> Fence {
+        let counter = |result: &str| {
+            metrics
+                .fenced_writes_total
+                .get_or_create(&ResultLabel { result: result.into() })
+                .clone()
+        };
         Fence {
             inner: Arc::new(State {
                 elected,
                 deadline,
                 valid_until: Mutex::new(None),
-                sent: AtomicU64::new(0),
-                refused: AtomicU64::new(0),
+                sent: counter("sent"),
+                refused: counter("refused"),
             }),
         }
     }
@@ -93,10 +101,7 @@ impl Fence {
 
     /// Writes sent and refused so far.
     pub fn counts(&self) -> (u64, u64) {
-        (
-            self.inner.sent.load(Ordering::Relaxed),
-            self.inner.refused.load(Ordering::Relaxed),
-        )
+        (self.inner.sent.get(), self.inner.refused.get())
     }
 
     /// Lets a request through, or refuses it when it writes and the fence is closed.
@@ -105,10 +110,10 @@ impl Fence {
             return Ok(req);
         }
         if self.allows() {
-            self.inner.sent.fetch_add(1, Ordering::Relaxed);
+            self.inner.sent.inc();
             return Ok(req);
         }
-        self.inner.refused.fetch_add(1, Ordering::Relaxed);
+        self.inner.refused.inc();
         let refused = Fenced {
             method: req.method().clone(),
             path: req.uri().path().to_string(),
@@ -129,11 +134,11 @@ mod tests {
 
     #[test]
     fn an_elected_fence_refuses_writes_until_a_renewal() {
-        let fence = Fence::elected(Duration::from_secs(10));
+        let fence = Fence::elected(Duration::from_secs(10), &Metrics::new());
         assert!(fence.check(write()).is_err());
         fence.renewed(SystemTime::now());
         assert!(fence.check(write()).is_ok());
-        assert!(Fence::elected(Duration::from_secs(1))
+        assert!(Fence::elected(Duration::from_secs(1), &Metrics::new())
             .check(Request::builder().uri("/").body(()).unwrap())
             .is_ok(), "reads always pass");
         assert_eq!(fence.counts(), (1, 1));
@@ -141,7 +146,7 @@ mod tests {
 
     #[test]
     fn a_renewal_older_than_the_deadline_leaves_the_fence_closed() {
-        let fence = Fence::elected(Duration::from_secs(10));
+        let fence = Fence::elected(Duration::from_secs(10), &Metrics::new());
         fence.renewed(SystemTime::now() - Duration::from_secs(11));
         assert!(!fence.allows());
         fence.renewed(SystemTime::now() - Duration::from_secs(2));
@@ -151,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_late_event_cannot_reopen_a_fence_past_a_newer_renewal() {
-        let fence = Fence::elected(Duration::from_secs(10));
+        let fence = Fence::elected(Duration::from_secs(10), &Metrics::new());
         fence.renewed(SystemTime::now());
         let until = fence.closes_at().unwrap();
         fence.renewed(SystemTime::now() - Duration::from_secs(5));
@@ -162,6 +167,6 @@ mod tests {
 
     #[test]
     fn without_election_every_write_passes() {
-        assert!(Fence::open().check(write()).is_ok());
+        assert!(Fence::open(&Metrics::new()).check(write()).is_ok());
     }
 }

@@ -71,6 +71,7 @@ pub struct Election {
     leader: watch::Receiver<bool>,
     task: JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
     renewals: JoinHandle<()>,
+    gauge: crate::tasks::Owned<()>,
     fence: Fence,
 }
 
@@ -102,14 +103,15 @@ impl Election {
                 source,
             })?;
         let (leader, task) = manager.watch().await;
-        let fence = Fence::elected(settings.renew_deadline);
+        let fence = Fence::elected(settings.renew_deadline, metrics);
         let renewals = tokio::spawn(follow_renewals(client, settings.clone(), fence.clone()));
         let gauge = metrics
             .leader_election_master_status
             .get_or_create(&metrics::queue(&settings.name))
             .clone();
         let mut observe = leader.clone();
-        tokio::spawn(async move {
+        // Owned, so that `release` drops the last receiver and the Lease manager lets go.
+        let gauge_task = crate::tasks::Owned::spawn(async move {
             loop {
                 gauge.set(i64::from(*observe.borrow_and_update()));
                 if observe.changed().await.is_err() {
@@ -122,6 +124,7 @@ impl Election {
             leader,
             task,
             renewals,
+            gauge: gauge_task,
             fence,
         })
     }
@@ -134,11 +137,7 @@ impl Election {
     /// Waits until this process leads; fails when the election task has stopped, since
     /// a standby that can never lead must not look healthy.
     pub async fn acquired(&mut self) -> Result<(), ElectionError> {
-        while !*self.leader.borrow_and_update() {
-            if self.leader.changed().await.is_err() {
-                return Err(ElectionError::Ended);
-            }
-        }
+        leading(&mut self.leader).await?;
         // The Lease manager has just written the Lease.
         self.fence.renewed(SystemTime::now());
         Ok(())
@@ -168,6 +167,7 @@ impl Election {
     /// Leaves the election, releasing the Lease if held.
     pub async fn release(self) {
         self.renewals.abort();
+        drop(self.gauge);
         drop(self.leader);
         match self.task.await {
             Ok(Ok(_)) => tracing::info!("released the leader Lease"),
@@ -175,6 +175,16 @@ impl Election {
             Err(e) => tracing::warn!(error = %e, "the leader election task failed"),
         }
     }
+}
+
+/// Waits until `leader` turns true; an error once its sender (the election task) is gone.
+async fn leading(leader: &mut watch::Receiver<bool>) -> Result<(), ElectionError> {
+    while !*leader.borrow_and_update() {
+        if leader.changed().await.is_err() {
+            return Err(ElectionError::Ended);
+        }
+    }
+    Ok(())
 }
 
 /// Opens the fence for each renewal of the Lease by this process, as the watch reports it.
@@ -197,5 +207,27 @@ async fn follow_renewals(client: Client, settings: Settings, fence: Fence) {
         {
             fence.renewed(SystemTime::from(renewed.0));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_standby_whose_election_task_died_stops_waiting_with_an_error() {
+        let (tx, mut rx) = watch::channel(false);
+        let waiting = tokio::spawn(async move { leading(&mut rx).await });
+        drop(tx);
+        let outcome = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+        assert!(matches!(outcome, Ok(Ok(Err(ElectionError::Ended)))), "{outcome:?}");
+    }
+
+    #[tokio::test]
+    async fn a_standby_that_is_elected_stops_waiting() {
+        let (tx, mut rx) = watch::channel(false);
+        let waiting = tokio::spawn(async move { leading(&mut rx).await });
+        tx.send(true).unwrap();
+        assert!(waiting.await.unwrap().is_ok());
     }
 }

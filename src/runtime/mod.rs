@@ -125,7 +125,9 @@ impl Runtime {
             }
             None => None,
         };
-        let fence = election.as_ref().map_or_else(Fence::open, Election::fence);
+        let fence = election
+            .as_ref()
+            .map_or_else(|| Fence::open(&metrics), Election::fence);
         let client = client::fenced(&config, metrics.clone(), observer, fence.clone())?;
 
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

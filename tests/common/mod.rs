@@ -481,3 +481,25 @@ pub async fn assert_invariants(client: &Client, parents: &Api<kube::api::Dynamic
 pub fn unique_group() -> String {
     format!("t{:08x}.stencil.dev", rand::random::<u32>())
 }
+
+/// A kubeconfig for the rig's API server that authenticates with `token`.
+pub fn token_kubeconfig(token: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let admin = Kubeconfig::read_from(kubeconfig_path()).unwrap();
+    let cluster = admin.clusters[0].cluster.clone().unwrap();
+    let mut ca = cluster.certificate_authority_data.clone();
+    if ca.is_none()
+        && let Some(path) = &cluster.certificate_authority
+    {
+        use base64::Engine as _;
+        ca = Some(base64::engine::general_purpose::STANDARD.encode(std::fs::read(path).unwrap()));
+    }
+    let config = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
+        "clusters": [{"name": "rig", "cluster": {"server": cluster.server, "certificate-authority-data": ca}}],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "rig", "user": "sa"}}],
+    });
+    let path = dir.join("sa-kubeconfig.yaml");
+    std::fs::write(&path, stencil::yaml::to_string(&config).unwrap()).unwrap();
+    path
+}

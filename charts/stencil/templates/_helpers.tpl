@@ -50,5 +50,5 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "stencil.leaseRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create, update, patch]
+  verbs: [get, list, watch, create, update, patch]
 {{- end -}}
