@@ -59,7 +59,8 @@ mod tests {
 
     #[test]
     fn an_unchanged_condition_keeps_its_transition_time() {
-        let next = json!({"conditions": [condition("Ready", true, "R", "", None), condition("A", false, "R", "", None)]});
+        let next =
+            json!({"conditions": [condition("Ready", true, "R", "", None), condition("A", false, "R", "", None)]});
         let current = json!({"conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"},
             {"type": "A", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
@@ -70,9 +71,15 @@ mod tests {
 
     #[test]
     fn setting_one_condition_keeps_the_others() {
-        let mut all = vec![condition("Ready", true, "R", "", None), condition("Compiled", false, "E", "x", None)];
+        let mut all = vec![
+            condition("Ready", true, "R", "", None),
+            condition("Compiled", false, "E", "x", None),
+        ];
         set(&mut all, condition("Compiled", true, "Compiled", "", None));
         let types: Vec<_> = all.iter().map(|c| (c["type"].clone(), c["status"].clone())).collect();
-        assert_eq!(types, [(json!("Compiled"), json!("True")), (json!("Ready"), json!("True"))]);
+        assert_eq!(
+            types,
+            [(json!("Compiled"), json!("True")), (json!("Ready"), json!("True"))]
+        );
     }
 }

@@ -215,7 +215,6 @@ impl Metrics {
     }
 }
 
-
 /// Shorthand for a definition label.
 pub fn definition(name: &str) -> DefinitionLabel {
     DefinitionLabel {

@@ -72,7 +72,8 @@ mod tests {
     #[test]
     fn the_version_is_not_part_of_the_identity() {
         let a = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}});
-        let b = json!({"apiVersion": "apps/v1beta1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}});
+        let b =
+            json!({"apiVersion": "apps/v1beta1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}});
         assert_eq!(ObjectKey::of_value(&a), ObjectKey::of_value(&b));
         assert_eq!(ObjectKey::of_value(&a).unwrap().to_string(), "Deployment n/d");
     }

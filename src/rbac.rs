@@ -158,12 +158,20 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
     let mut grant = |gvk: &Gvk, resource: &str, verbs: &[&str], names: &[String]| {
         let confined = scopes.is_namespaced(gvk) && !options.namespaces.is_empty();
         if confined && shared_watch {
-            let reading: Vec<&str> = verbs.iter().copied().filter(|v| matches!(*v, "list" | "watch")).collect();
+            let reading: Vec<&str> = verbs
+                .iter()
+                .copied()
+                .filter(|v| matches!(*v, "list" | "watch"))
+                .collect();
             if !reading.is_empty() {
                 needs.cluster.grant(&gvk.group, resource, &reading, names);
             }
         }
-        let target = if confined { &mut needs.namespaced } else { &mut needs.cluster };
+        let target = if confined {
+            &mut needs.namespaced
+        } else {
+            &mut needs.cluster
+        };
         target.grant(&gvk.group, resource, verbs, names);
     };
     for def in defs {

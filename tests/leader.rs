@@ -116,7 +116,8 @@ fn signal(p: &Process, sig: &str) {
 
 /// Writes the fence let through, from the process's metrics.
 async fn fenced(p: &Process, result: &str) -> Option<f64> {
-    p.metric(&format!("stencil_fenced_writes_total{{result=\"{result}\"}}")).await
+    p.metric(&format!("stencil_fenced_writes_total{{result=\"{result}\"}}"))
+        .await
 }
 
 /// The old leader is frozen (SIGSTOP) past its Lease, the standby takes over and writes,
@@ -129,7 +130,11 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
     let ns = TestNamespace::new(&client, "fence").await;
     let group = unique_group();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("widgets.yaml"), definition(&group, &child("cm", CM), "")).unwrap();
+    std::fs::write(
+        dir.path().join("widgets.yaml"),
+        definition(&group, &child("cm", CM), ""),
+    )
+    .unwrap();
     let lease = format!("stencil-{}", &group[..9]);
     // A Lease shortened by hand: 6 s, renewed every second, written for at most 4 s after
     // the last renewal.
@@ -198,7 +203,11 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
         if let Some(status) = old.child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "the old leader did not exit; its log:\n{}", old.logs());
+        assert!(
+            Instant::now() < deadline,
+            "the old leader did not exit; its log:\n{}",
+            old.logs()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let log = old.logs();
@@ -211,7 +220,10 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
         "standby took the Lease {:.1} s after the leader froze; old leader: {sent_before} writes before, {sent_after} at exit",
         takeover.as_secs_f64()
     );
-    assert!(!exited.success(), "the old leader exits with an error once it knows it lost the Lease");
+    assert!(
+        !exited.success(),
+        "the old leader exits with an error once it knows it lost the Lease"
+    );
     assert_eq!(
         sent_after, sent_before,
         "the old leader sent a write after the standby took over; its log:\n{log}"

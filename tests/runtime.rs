@@ -22,7 +22,11 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 const SECRET: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ parent.metadata.name }}-secret\nstringData:\n  size: {{ parent.spec.size | quote }}";
 
 /// The condition of `type_` on an OperatorDefinition, as (status, reason, message).
-async fn definition_condition(defs: &Api<OperatorDefinition>, name: &str, type_: &str) -> Option<(String, String, String)> {
+async fn definition_condition(
+    defs: &Api<OperatorDefinition>,
+    name: &str,
+    type_: &str,
+) -> Option<(String, String, String)> {
     let status = defs.get_status(name).await.ok()?.status?;
     let c = status.conditions.iter().find(|c| c.type_ == type_)?;
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
@@ -74,9 +78,16 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
     run_tool("kubectl", &["create", "serviceaccount", sa, "--namespace", &ns.name]);
     let role = format!("stencil-forbidden-{}", &group_a[..9]);
     let rbac = dir.path().join("rbac.yaml");
-    std::fs::write(&rbac, stencil::yaml::to_stream(&rbac_without(&both, &role, &ns.name, sa, "secrets")).unwrap()).unwrap();
+    std::fs::write(
+        &rbac,
+        stencil::yaml::to_stream(&rbac_without(&both, &role, &ns.name, sa, "secrets")).unwrap(),
+    )
+    .unwrap();
     run_tool("kubectl", &["apply", "-f", rbac.to_str().unwrap()]);
-    let token = run_tool("kubectl", &["create", "token", sa, "--namespace", &ns.name, "--duration", "1h"]);
+    let token = run_tool(
+        "kubectl",
+        &["create", "token", sa, "--namespace", &ns.name, "--duration", "1h"],
+    );
     let kubeconfig = token_kubeconfig(token.trim(), dir.path());
     install_crd(&client, &stencil::crd::operator_definition_crd()).await;
     let stencil = spawn_stencil(&[], &kubeconfig, dir.path().join("stencil.log"));
@@ -111,7 +122,9 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
     let started = Instant::now();
     let name_b = apply(&text_b).await;
     wait_for("definition B to serve", TIMEOUT, || async {
-        definition_condition(&defs, &name_b, "Ready").await.filter(|(s, _, _)| s == "True")
+        definition_condition(&defs, &name_b, "Ready")
+            .await
+            .filter(|(s, _, _)| s == "True")
     })
     .await;
     let serving_after = started.elapsed();
@@ -122,7 +135,10 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
     .unwrap();
     common::create_when_served(&widgets, &widget).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
-    wait_for("definition B's child", TIMEOUT, || async { cms.get_opt("b-cm").await.ok()? }).await;
+    wait_for("definition B's child", TIMEOUT, || async {
+        cms.get_opt("b-cm").await.ok()?
+    })
+    .await;
     eprintln!(
         "Forbidden reported {:.1} s after the definition; the next definition served {:.1} s after it",
         forbidden_after.as_secs_f64(),
@@ -171,7 +187,11 @@ async fn lookups_of_one_kind_name_in_two_groups_each_find_their_own() {
     );
     let reader = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  first: {{ lookups.first.spec.owner | quote }}\n  second: {{ lookups.second.spec.owner | quote }}";
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("d.yaml"), definition(&group, &child("cm", reader), &lookups)).unwrap();
+    std::fs::write(
+        dir.path().join("d.yaml"),
+        definition(&group, &child("cm", reader), &lookups),
+    )
+    .unwrap();
     let _stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
 
     let gateway = |g: &str, owner: &str| -> DynamicObject {
@@ -184,8 +204,14 @@ async fn lookups_of_one_kind_name_in_two_groups_each_find_their_own() {
         Api::<DynamicObject>::namespaced_with(client.clone(), &ns.name, &ar)
     };
     let params = PatchParams::apply("test");
-    api(&gw1).patch("edge", &params, &Patch::Apply(&gateway(&gw1, "gateway-api"))).await.unwrap();
-    api(&gw2).patch("edge", &params, &Patch::Apply(&gateway(&gw2, "istio"))).await.unwrap();
+    api(&gw1)
+        .patch("edge", &params, &Patch::Apply(&gateway(&gw1, "gateway-api")))
+        .await
+        .unwrap();
+    api(&gw2)
+        .patch("edge", &params, &Patch::Apply(&gateway(&gw2, "istio")))
+        .await
+        .unwrap();
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
     let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
@@ -202,10 +228,19 @@ async fn lookups_of_one_kind_name_in_two_groups_each_find_their_own() {
                 .then_some(())
         }
     };
-    wait_for("each lookup to read its own group's Gateway", TIMEOUT, || data("gateway-api", "istio")).await;
+    wait_for("each lookup to read its own group's Gateway", TIMEOUT, || {
+        data("gateway-api", "istio")
+    })
+    .await;
     // A change to the second group's object re-renders its reader, and only that value moves.
-    api(&gw2).patch("edge", &params, &Patch::Apply(&gateway(&gw2, "istio-2"))).await.unwrap();
-    wait_for("the second lookup's change to arrive", TIMEOUT, || data("gateway-api", "istio-2")).await;
+    api(&gw2)
+        .patch("edge", &params, &Patch::Apply(&gateway(&gw2, "istio-2")))
+        .await
+        .unwrap();
+    wait_for("the second lookup's change to arrive", TIMEOUT, || {
+        data("gateway-api", "istio-2")
+    })
+    .await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for g in [&gw1, &gw2] {
         let _ = crds.delete(&format!("gateways.{g}"), &Default::default()).await;

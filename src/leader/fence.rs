@@ -29,7 +29,9 @@ struct State {
 
 /// A write refused because the renew deadline had passed.
 #[derive(Debug, thiserror::Error)]
-#[error("refused {method} {path}: this process's last Lease renewal is older than the renew deadline ({seconds} s), so it no longer leads")]
+#[error(
+    "refused {method} {path}: this process's last Lease renewal is older than the renew deadline ({seconds} s), so it no longer leads"
+)]
 pub struct Fenced {
     /// The request's method.
     pub method: Method,
@@ -129,7 +131,11 @@ mod tests {
     use super::*;
 
     fn write() -> Request<()> {
-        Request::builder().method(Method::PATCH).uri("/api/v1/x").body(()).unwrap()
+        Request::builder()
+            .method(Method::PATCH)
+            .uri("/api/v1/x")
+            .body(())
+            .unwrap()
     }
 
     #[test]
@@ -138,9 +144,12 @@ mod tests {
         assert!(fence.check(write()).is_err());
         fence.renewed(SystemTime::now());
         assert!(fence.check(write()).is_ok());
-        assert!(Fence::elected(Duration::from_secs(1), &Metrics::new())
-            .check(Request::builder().uri("/").body(()).unwrap())
-            .is_ok(), "reads always pass");
+        assert!(
+            Fence::elected(Duration::from_secs(1), &Metrics::new())
+                .check(Request::builder().uri("/").body(()).unwrap())
+                .is_ok(),
+            "reads always pass"
+        );
         assert_eq!(fence.counts(), (1, 1));
     }
 
@@ -151,7 +160,10 @@ mod tests {
         assert!(!fence.allows());
         fence.renewed(SystemTime::now() - Duration::from_secs(2));
         let left = fence.closes_at().unwrap() - Instant::now();
-        assert!(left <= Duration::from_secs(8) && left > Duration::from_secs(7), "{left:?}");
+        assert!(
+            left <= Duration::from_secs(8) && left > Duration::from_secs(7),
+            "{left:?}"
+        );
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::Api;
-use kube::runtime::watcher::{self, Event, watcher};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -43,7 +43,9 @@ pub struct Settings {
 #[derive(Debug, thiserror::Error)]
 pub enum ElectionError {
     /// The settings leave no margin between the renew deadline and the Lease.
-    #[error("the renew deadline ({renew} s) must be shorter than the Lease duration ({lease} s) and longer than the retry period ({retry} s)")]
+    #[error(
+        "the renew deadline ({renew} s) must be shorter than the Lease duration ({lease} s) and longer than the retry period ({retry} s)"
+    )]
     Settings {
         /// The renew deadline.
         renew: u64,

@@ -35,24 +35,22 @@ pub(super) async fn children(ctx: &Context, parent: &DynamicObject) {
         .filter(|c| c.owner_references().iter().any(|r| r.uid == uid))
         .collect();
     futures::stream::iter(owned)
-        .for_each_concurrent(APPLY_CONCURRENCY, |child| {
-            async move {
-                let Some(api) = ctx.child_api(&child) else {
-                    return;
-                };
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: child.metadata.uid.clone(),
-                        resource_version: child.metadata.resource_version.clone(),
-                    }),
-                    ..DeleteParams::background()
-                };
-                match api.delete(&child.name_any(), &params).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                    Err(e) => tracing::debug!(child = %child.name_any(), error = %e,
+        .for_each_concurrent(APPLY_CONCURRENCY, |child| async move {
+            let Some(api) = ctx.child_api(&child) else {
+                return;
+            };
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: child.metadata.uid.clone(),
+                    resource_version: child.metadata.resource_version.clone(),
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(&child.name_any(), &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => tracing::debug!(child = %child.name_any(), error = %e,
                         "deleting a deleted parent's child failed; the garbage collector will"),
-                }
             }
         })
         .await;

@@ -113,7 +113,8 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
             }
             if !blocking.is_empty() {
                 let message = format!("deleting; waiting for {}", blocking.join(", "));
-                let status = json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
+                let status =
+                    json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
                 super::status::write(ctx, parent, &status).await?;
                 return Err(ReconcileError::Waiting(message));
             }

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::ResourceExt as _;
 use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
-use kube::ResourceExt as _;
 use serde_json::Value;
 
 use crate::gvk::Gvk;

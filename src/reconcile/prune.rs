@@ -9,8 +9,8 @@ use kube::api::DynamicObject;
 
 use super::context::describe;
 use super::{Context, ReconcileError, apply, to_json};
-use crate::object_key::ObjectKey;
 use crate::labels;
+use crate::object_key::ObjectKey;
 use crate::render::RenderOutput;
 
 /// Deletes every observed child that the render no longer wants.

@@ -67,12 +67,18 @@ impl Report {
                     "not started"
                 };
                 let text = format!("{message} ({note})");
-                set(&mut conditions, condition("Compiled", false, "CompileError", &text, None));
+                set(
+                    &mut conditions,
+                    condition("Compiled", false, "CompileError", &text, None),
+                );
                 Some(Some(message.clone()))
             }
             Report::Conflict { message } => {
                 set(&mut conditions, condition("Ready", false, "Conflict", message, None));
-                set(&mut conditions, condition("Conflict", true, "ParentKindTaken", message, None));
+                set(
+                    &mut conditions,
+                    condition("Conflict", true, "ParentKindTaken", message, None),
+                );
                 Some(Some(message.clone()))
             }
             Report::Waiting { reason, message } => {
@@ -88,7 +94,10 @@ impl Report {
                 status["parentCount"] = json!(parents);
                 set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
                 match problem {
-                    None => set(&mut conditions, condition("Ready", true, "Serving", "the definition is running", None)),
+                    None => set(
+                        &mut conditions,
+                        condition("Ready", true, "Serving", "the definition is running", None),
+                    ),
                     Some(p) => set(&mut conditions, condition("Ready", false, "Failing", p, None)),
                 }
                 Some(problem.clone())
@@ -166,7 +175,11 @@ async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>) 
         let body = json!({"apiVersion": "stencil.dev/v1alpha1", "kind": "OperatorDefinition",
             "metadata": {"name": name}, "status": next});
         match api
-            .patch_status(&name, &PatchParams::apply(labels::FIELD_MANAGER).force(), &Patch::Apply(&body))
+            .patch_status(
+                &name,
+                &PatchParams::apply(labels::FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
             .await
         {
             Ok(_) => {
@@ -199,7 +212,10 @@ mod tests {
             .iter()
             .find(|c| c["type"] == type_)
             .unwrap_or_else(|| panic!("no {type_} in {status}"));
-        (c["status"].as_str().unwrap().into(), c["reason"].as_str().unwrap().into())
+        (
+            c["status"].as_str().unwrap().into(),
+            c["reason"].as_str().unwrap().into(),
+        )
     }
 
     #[test]

@@ -68,7 +68,11 @@ impl Supervisor {
     pub fn execute(&mut self, effect: Effect) {
         self.barriers.retain(|_, b| b.peek().is_none());
         match effect {
-            Effect::Start { origin, def, kinds_seen } => {
+            Effect::Start {
+                origin,
+                def,
+                kinds_seen,
+            } => {
                 self.stop(&origin);
                 let (stop, stopped) = watch::channel(false);
                 let shell = self.shell.clone();
@@ -139,7 +143,12 @@ async fn pause(stop: &watch::Receiver<bool>, d: Duration) -> bool {
 
 /// Retries `attempt` every [`RETRY`], reporting why it waits, until it succeeds or the
 /// definition is stopped.
-async fn until_ready<T, F, Fut>(shell: &Shell, origin: &Origin, stop: &watch::Receiver<bool>, mut attempt: F) -> Option<T>
+async fn until_ready<T, F, Fut>(
+    shell: &Shell,
+    origin: &Origin,
+    stop: &watch::Receiver<bool>,
+    mut attempt: F,
+) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, (&'static str, String)>>,
@@ -169,7 +178,9 @@ async fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let installed = until_ready(&shell, &origin, &stop, || async {
-        crate::crd::install(&shell.client, &def).await.map_err(|e| ("Waiting", e.to_string()))
+        crate::crd::install(&shell.client, &def)
+            .await
+            .map_err(|e| ("Waiting", e.to_string()))
     })
     .await;
     if installed.is_none() {
@@ -212,7 +223,10 @@ async fn resolve(
     let watches = &shell.watches;
     let owner = def.name.as_str();
     let fail = |e: WatchError| (e.reason(), e.to_string());
-    let parents = watches.acquire(&def.parent, Selection::All, owner).await.map_err(fail)?;
+    let parents = watches
+        .acquire(&def.parent, Selection::All, owner)
+        .await
+        .map_err(fail)?;
     let current = def.all_child_kinds();
     let mut children = Vec::new();
     for gvk in kinds_seen {

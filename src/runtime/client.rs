@@ -9,7 +9,7 @@ use kube::client::{Body, ClientBuilder};
 
 use super::RuntimeError;
 use crate::leader::Fence;
-use crate::metrics::{Metrics, MethodLabel};
+use crate::metrics::{MethodLabel, Metrics};
 
 /// Sees every request a runtime sends (tests record writes with it).
 pub type Observer = Arc<dyn Fn(&http::Method, &str) + Send + Sync>;
@@ -75,7 +75,10 @@ mod faults {
     pub(super) fn abort_after_writes() -> Result<impl Fn(&http::Request<Body>) + Clone, RuntimeError> {
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let k: Option<u64> = match std::env::var(ABORT_AFTER_WRITES) {
-            Ok(v) => Some(v.parse().map_err(|_| RuntimeError::Fault(format!("{ABORT_AFTER_WRITES}={v} is not a number")))?),
+            Ok(v) => Some(
+                v.parse()
+                    .map_err(|_| RuntimeError::Fault(format!("{ABORT_AFTER_WRITES}={v} is not a number")))?,
+            ),
             Err(_) => None,
         };
         Ok(move |req: &http::Request<Body>| {

@@ -125,9 +125,7 @@ impl Runtime {
             }
             None => None,
         };
-        let fence = election
-            .as_ref()
-            .map_or_else(|| Fence::open(&metrics), Election::fence);
+        let fence = election.as_ref().map_or_else(|| Fence::open(&metrics), Election::fence);
         let client = client::fenced(&config, metrics.clone(), observer, fence.clone())?;
 
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -140,7 +138,9 @@ impl Runtime {
         };
         let _cluster_source = options.cluster_definitions.then(|| {
             let synced = health.clone();
-            crate::tasks::Owned::spawn(cluster::watch(client.clone(), tx.clone(), move || synced.cluster_synced()))
+            crate::tasks::Owned::spawn(cluster::watch(client.clone(), tx.clone(), move || {
+                synced.cluster_synced()
+            }))
         });
 
         tokio::pin!(shutdown);

@@ -197,7 +197,12 @@ impl Watches {
         }
         let writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
         let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
-        let task = tokio::spawn(feed(self.stream(&shared, selection), writer, shared.clone(), self.namespaces.clone()));
+        let task = tokio::spawn(feed(
+            self.stream(&shared, selection),
+            writer,
+            shared.clone(),
+            self.namespaces.clone(),
+        ));
         let lease = WatchLease {
             running: Arc::new(Running {
                 key: key.clone(),
@@ -240,8 +245,13 @@ async fn feed(
     shared: Arc<SharedWatch>,
     namespaces: Vec<String>,
 ) {
-    let keep: Vec<String> = if shared.resolved.namespaced { namespaces } else { Vec::new() };
-    let in_scope = |o: &DynamicObject| keep.is_empty() || o.metadata.namespace.as_ref().is_some_and(|ns| keep.contains(ns));
+    let keep: Vec<String> = if shared.resolved.namespaced {
+        namespaces
+    } else {
+        Vec::new()
+    };
+    let in_scope =
+        |o: &DynamicObject| keep.is_empty() || o.metadata.namespace.as_ref().is_some_and(|ns| keep.contains(ns));
     let types = kube::core::TypeMeta {
         api_version: shared.resolved.resource.api_version.clone(),
         kind: shared.resolved.resource.kind.clone(),

@@ -187,8 +187,8 @@ mod tests {
     use kube::runtime::reflector::store::Writer;
 
     fn configmap(name: &str, uid: &str) -> DynamicObject {
-        let mut o = DynamicObject::new(name, &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()))
-            .within("ns");
+        let mut o =
+            DynamicObject::new(name, &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())).within("ns");
         o.metadata.labels = Some([(labels::PARENT_UID.to_string(), uid.to_string())].into());
         o
     }
@@ -241,7 +241,10 @@ mod tests {
             while let Ok(o) = rx.try_recv() {
                 got |= o.metadata.name.as_deref() == Some("late");
             }
-            assert!(got, "round {round}: the object stored during subscribe was never delivered");
+            assert!(
+                got,
+                "round {round}: the object stored during subscribe was never delivered"
+            );
         }
     }
 

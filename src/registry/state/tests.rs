@@ -33,7 +33,11 @@ fn file(name: &str) -> Origin {
 }
 
 fn invalid() -> crate::compile::Diagnostics {
-    compile_file("bad.yaml", "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nspec: 3\n").1
+    compile_file(
+        "bad.yaml",
+        "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nspec: 3\n",
+    )
+    .1
 }
 
 /// Each effect as a short word, for readable expectations.
@@ -66,7 +70,14 @@ fn an_added_definition_starts() {
     let mut s = State::default();
     let e = step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Widget")));
     assert_eq!(names(&e), ["report a compiled", "start a"]);
-    assert_eq!(s.counts(), Counts { running: 1, conflict: 0, invalid: 0 });
+    assert_eq!(
+        s.counts(),
+        Counts {
+            running: 1,
+            conflict: 0,
+            invalid: 0
+        }
+    );
 }
 
 #[test]
@@ -84,7 +95,10 @@ fn an_invalid_edit_keeps_the_last_good_version_running() {
     step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Widget")));
     let e = step(&mut s, SourceEvent::Invalid(file("a"), invalid()));
     assert_eq!(names(&e), ["report a compile-error"]);
-    assert!(matches!(&e[0], Effect::Report(_, Report::CompileError { running: true, .. })));
+    assert!(matches!(
+        &e[0],
+        Effect::Report(_, Report::CompileError { running: true, .. })
+    ));
     assert_eq!(s.running(), [file("a")]);
 }
 
@@ -92,7 +106,10 @@ fn an_invalid_edit_keeps_the_last_good_version_running() {
 fn a_definition_that_never_compiled_counts_as_invalid() {
     let mut s = State::default();
     let e = step(&mut s, SourceEvent::Invalid(file("a"), invalid()));
-    assert!(matches!(&e[0], Effect::Report(_, Report::CompileError { running: false, .. })));
+    assert!(matches!(
+        &e[0],
+        Effect::Report(_, Report::CompileError { running: false, .. })
+    ));
     assert_eq!(s.counts().invalid, 1);
     let e = step(&mut s, SourceEvent::Remove(file("a")));
     assert_eq!(names(&e), ["report a removed"]);
@@ -105,7 +122,14 @@ fn a_second_definition_of_a_kind_waits_in_conflict() {
     step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Widget")));
     let e = step(&mut s, SourceEvent::Upsert(file("b"), def("b", "Widget")));
     assert_eq!(names(&e), ["report b compiled", "report b conflict"]);
-    assert_eq!(s.counts(), Counts { running: 1, conflict: 1, invalid: 0 });
+    assert_eq!(
+        s.counts(),
+        Counts {
+            running: 1,
+            conflict: 1,
+            invalid: 0
+        }
+    );
 }
 
 #[test]

@@ -1,0 +1,378 @@
+//! The pure render: (compiled definition, parent, observed children, lookups) → desired
+//! children, waiting children and the parent's status. No client, no clock, no I/O: the
+//! controller, `stencil render` and `stencil test` all call [`render`]. The parts:
+//! [`lookups`] (what to fetch), [`decorate`] (checking and labelling each rendered
+//! object) and [`status`] (readiness and the parent's status).
+
+mod decorate;
+mod lookups;
+mod status;
+
+pub(crate) use decorate::label_value;
+pub use lookups::{LookupRequest, lookup_requests, match_lookups};
+pub use status::failure_status;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use minijinja::value::{Serde, Value as JinjaValue};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::compile::{CompiledDefinition, Origin, names, template_message, template_position};
+use crate::definition::{Child, UpdatePolicy};
+use crate::gvk::{Gvk, Scopes};
+use crate::labels;
+use crate::object_key::ObjectKey;
+use crate::readiness::Readiness;
+
+/// Largest output one template may render, in bytes.
+pub const MAX_TEMPLATE_OUTPUT: usize = 1024 * 1024;
+
+/// What the renderer reads: the parent and what is observed around it.
+#[derive(Debug, Clone, Copy)]
+pub struct RenderInput<'a> {
+    /// The parent object as the API server returns it.
+    pub parent: &'a Value,
+    /// Observed children, by child name (the `stencil.dev/child` label).
+    pub observed: &'a BTreeMap<String, Vec<Value>>,
+    /// Fetched lookups, by lookup name; a missing one is absent.
+    pub lookups: &'a BTreeMap<String, Value>,
+    /// Which kinds are namespaced.
+    pub scopes: &'a Scopes,
+}
+
+/// One object the parent should have.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredChild {
+    /// The child entry that rendered it.
+    pub child: String,
+    /// How it is brought up to date.
+    pub update_policy: UpdatePolicy,
+    /// The object, labelled and owned, ready for server-side apply.
+    pub object: Value,
+}
+
+/// A child not rendered yet because what it depends on is not ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Waiting {
+    /// The child entry.
+    pub child: String,
+    /// What it waits for: child names, or `lookups.<name>`.
+    pub on: Vec<String>,
+}
+
+/// The result of a successful render.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderOutput {
+    /// Every object to apply, in dependency order.
+    pub children: Vec<DesiredChild>,
+    /// Children held back; their existing objects must be kept, not pruned.
+    pub waiting: Vec<Waiting>,
+    /// The parent's status: fields, conditions, `observedGeneration`.
+    pub status: Value,
+}
+
+impl RenderOutput {
+    /// `{"children": [...], "status": {...}, "waiting": [...]}`, as `stencil render -o json` prints.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "children": self.children.iter().map(|c| c.object.clone()).collect::<Vec<_>>(),
+            "status": self.status,
+            "waiting": self.waiting,
+        })
+    }
+}
+
+/// Where in a definition a render error arose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    /// The definition's file (or `OperatorDefinition/<name>`).
+    pub file: String,
+    /// 1-based line in the file; 0 if unknown.
+    pub line: u64,
+    /// 1-based column; 0 if unknown.
+    pub column: u64,
+    /// The definition's name.
+    pub definition: String,
+    /// The field, e.g. `children[statefulset].template`.
+    pub field: String,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: definition {}: {}",
+            self.file, self.line, self.column, self.definition, self.field
+        )
+    }
+}
+
+/// Why a parent could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A template failed: an undefined value, `required`, out of fuel, a bad filter input.
+    #[error("{at}: {message}")]
+    Template {
+        /// Where.
+        at: Place,
+        /// What the engine said.
+        message: String,
+    },
+    /// A template rendered text that is not YAML.
+    #[error("{at}: the rendered output is not valid YAML (line {line} of the output): {message}")]
+    Output {
+        /// Where.
+        at: Place,
+        /// Line in the rendered text.
+        line: u64,
+        /// What the parser said.
+        message: String,
+    },
+    /// A rendered document is not an object Stencil may apply.
+    #[error("{at}: {message}")]
+    Object {
+        /// Where.
+        at: Place,
+        /// What to fix.
+        message: String,
+    },
+    /// A template rendered more than [`MAX_TEMPLATE_OUTPUT`] bytes.
+    #[error("{at}: rendered {size} bytes, more than the limit of {MAX_TEMPLATE_OUTPUT}")]
+    TooLarge {
+        /// Where.
+        at: Place,
+        /// Bytes rendered.
+        size: usize,
+    },
+}
+
+/// Every error of one render; nothing is applied or pruned when a render fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderFailure(pub Vec<RenderError>);
+
+impl fmt::Display for RenderFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.0.iter().map(ToString::to_string).collect();
+        write!(f, "{}", lines.join("\n"))
+    }
+}
+
+impl std::error::Error for RenderFailure {}
+
+/// The parent's identity as children and errors need it.
+struct ParentInfo<'a> {
+    def: &'a CompiledDefinition,
+    object: &'a Value,
+    namespace: Option<&'a str>,
+}
+
+impl ParentInfo<'_> {
+    fn new<'a>(def: &'a CompiledDefinition, object: &'a Value) -> ParentInfo<'a> {
+        ParentInfo {
+            def,
+            object,
+            namespace: object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty()),
+        }
+    }
+
+    fn place(&self, template: &str, inner: Option<(u64, u64)>) -> Place {
+        let origin = self
+            .def
+            .origins
+            .get(template)
+            .cloned()
+            .unwrap_or_else(|| Origin::detached(&self.def.source));
+        let (line, column) = match inner {
+            Some((l, c)) => origin.locate(l, c),
+            None => (origin.line, origin.column_offset + u64::from(origin.line > 0)),
+        };
+        Place {
+            file: origin.file,
+            line,
+            column,
+            definition: self.def.name.clone(),
+            field: template.to_string(),
+        }
+    }
+
+    fn may_use_namespace(&self, ns: &str) -> bool {
+        match self.namespace {
+            None => true,
+            Some(own) => ns == own || self.def.spec.allowed_namespaces.iter().any(|a| a == "*" || a == ns),
+        }
+    }
+
+    /// Renders one template of the definition to text.
+    fn render_template(&self, template: &str, source: &str, ctx: &JinjaValue) -> Result<String, RenderError> {
+        let fail = |e: minijinja::Error| RenderError::Template {
+            at: self.place(template, template_position(&e, source)),
+            message: template_message(&e),
+        };
+        let text = self
+            .def
+            .env
+            .get_template(template)
+            .and_then(|t| t.render(ctx))
+            .map_err(fail)?;
+        if text.len() > MAX_TEMPLATE_OUTPUT {
+            return Err(RenderError::TooLarge {
+                at: self.place(template, None),
+                size: text.len(),
+            });
+        }
+        Ok(text)
+    }
+}
+
+fn definition_value(def: &CompiledDefinition) -> Value {
+    json!({"name": def.name, "parent": {"apiVersion": def.spec.parent.api_version, "kind": def.spec.parent.kind}})
+}
+
+/// `children.<name>` as templates and rules see it: a list for collections, otherwise
+/// the one observed object (the newest, while an old one awaits pruning).
+fn children_context(def: &CompiledDefinition, observed: &BTreeMap<String, Vec<Value>>) -> Map<String, Value> {
+    let mut ctx = Map::new();
+    for child in &def.spec.children {
+        let mut objects = observed.get(&child.name).cloned().unwrap_or_default();
+        let key = |o: &Value| {
+            let created = o
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let id = ObjectKey::of_value(o)
+                .map(|k| (k.namespace.unwrap_or_default(), k.name))
+                .unwrap_or_default();
+            (created, id)
+        };
+        objects.sort_by_key(key);
+        if child.collection {
+            ctx.insert(child.name.clone(), Value::Array(objects));
+        } else if let Some(newest) = objects.pop() {
+            ctx.insert(child.name.clone(), newest);
+        }
+    }
+    ctx
+}
+
+/// Renders a parent: its desired children, the children still waiting, and its status.
+pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
+    let info = ParentInfo::new(def, input.parent);
+    let context = json!({
+        "parent": input.parent,
+        "children": children_context(def, input.observed),
+        "lookups": input.lookups,
+        "definition": definition_value(def),
+    });
+    let jinja_ctx = JinjaValue::from(Serde(&context));
+    let missing_lookups: Vec<String> = def
+        .spec
+        .lookups
+        .iter()
+        .filter(|l| !l.optional && !input.lookups.contains_key(&l.name))
+        .map(|l| format!("lookups.{}", l.name))
+        .collect();
+
+    let mut desired = Vec::new();
+    let mut waiting = Vec::new();
+    let mut errors = Vec::new();
+    let mut ready: BTreeMap<&str, Readiness> = BTreeMap::new();
+    for &i in &def.order {
+        let child = &def.spec.children[i];
+        let blockers: Vec<String> = if missing_lookups.is_empty() {
+            child
+                .depends_on
+                .iter()
+                .filter(|d| !ready.get(d.as_str()).is_some_and(Readiness::is_ready))
+                .cloned()
+                .collect()
+        } else {
+            missing_lookups.clone()
+        };
+        if !blockers.is_empty() {
+            ready.insert(
+                &child.name,
+                Readiness::NotReady(format!("waiting for {}", blockers.join(", "))),
+            );
+            waiting.push(Waiting {
+                child: child.name.clone(),
+                on: blockers,
+            });
+            continue;
+        }
+        match render_child(&info, child, &def.child_kinds[i], &jinja_ctx, input.scopes) {
+            Ok(objects) => {
+                let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
+                ready.insert(&child.name, status::child_readiness(def, i, &objects, observed));
+                desired.extend(objects.into_iter().map(|object| DesiredChild {
+                    child: child.name.clone(),
+                    update_policy: child.update_policy,
+                    object,
+                }));
+            }
+            Err(mut e) => {
+                ready.insert(&child.name, Readiness::NotReady("render failed".into()));
+                errors.append(&mut e);
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(RenderFailure(errors));
+    }
+    let status = status::status(&info, &context, &ready, &waiting).map_err(|e| RenderFailure(vec![e]))?;
+    Ok(RenderOutput {
+        children: desired,
+        waiting,
+        status,
+    })
+}
+
+/// Renders one child's template into labelled, owned objects.
+fn render_child(
+    info: &ParentInfo<'_>,
+    child: &Child,
+    declared: &[Gvk],
+    ctx: &JinjaValue,
+    scopes: &Scopes,
+) -> Result<Vec<Value>, Vec<RenderError>> {
+    let template = names::child(&child.name);
+    let text = info
+        .render_template(&template, &child.template, ctx)
+        .map_err(|e| vec![e])?;
+    let docs: Vec<Value> = crate::yaml::documents(&text).map_err(|e| {
+        vec![RenderError::Output {
+            at: info.place(&template, None),
+            line: e.line,
+            message: e.message,
+        }]
+    })?;
+    if !child.collection && docs.len() > 1 {
+        return Err(vec![RenderError::Object {
+            at: info.place(&template, None),
+            message: format!(
+                "rendered {} documents; set `collection: true` on the child to render several",
+                docs.len()
+            ),
+        }]);
+    }
+    let mut objects = Vec::new();
+    let mut errors = Vec::new();
+    for (n, doc) in docs.into_iter().enumerate() {
+        match decorate::decorate(info, child, declared, doc, scopes) {
+            Ok(o) => objects.push(o),
+            Err(message) => errors.push(RenderError::Object {
+                at: info.place(&template, None),
+                message: format!("document {}: {message}", n + 1),
+            }),
+        }
+    }
+    if errors.is_empty() { Ok(objects) } else { Err(errors) }
+}
+
+#[cfg(test)]
+mod tests;

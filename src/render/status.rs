@@ -1,0 +1,175 @@
+//! Readiness of each child and the parent's status: fields, conditions, the status
+//! template, `Ready`, `Reconciling` and `observedGeneration`.
+
+use std::collections::BTreeMap;
+
+use minijinja::value::{Serde, Value as JinjaValue};
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::conditions::condition;
+use crate::readiness::default_readiness;
+
+/// A child is ready when every object it rendered is observed and ready.
+pub(super) fn child_readiness(
+    def: &CompiledDefinition,
+    index: usize,
+    desired: &[Value],
+    observed: &[Value],
+) -> Readiness {
+    for want in desired {
+        let name = want
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = want.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let Some(live) = observed
+            .iter()
+            .find(|o| ObjectKey::of_value(want).is_some_and(|w| ObjectKey::of_value(o) == Some(w)))
+        else {
+            return Readiness::NotReady(format!("{kind} {name} does not exist yet"));
+        };
+        let state = match &def.ready_rules[index] {
+            Some(rule) if rule.holds(live) => Readiness::Ready,
+            Some(rule) => Readiness::NotReady(format!("readyWhen `{}` does not hold", rule.source())),
+            None => default_readiness(live),
+        };
+        if let Readiness::NotReady(why) = state {
+            return Readiness::NotReady(format!("{kind} {name}: {why}"));
+        }
+    }
+    Readiness::Ready
+}
+
+/// The parent's status: fields, user conditions, the status template, `Ready`,
+/// `Reconciling` while not ready, and `observedGeneration`.
+pub(super) fn status(
+    info: &ParentInfo<'_>,
+    context: &Value,
+    ready: &BTreeMap<&str, Readiness>,
+    waiting: &[Waiting],
+) -> Result<Value, RenderError> {
+    let def = info.def;
+    let generation = info.object.pointer("/metadata/generation").and_then(Value::as_i64);
+    let mut status = Map::new();
+    if let Some(g) = generation {
+        status.insert("observedGeneration".into(), g.into());
+    }
+    for (field, rule) in &def.field_rules {
+        let mut values = rule.select(context);
+        match values.len() {
+            0 => {}
+            1 => {
+                status.insert(field.clone(), values.remove(0));
+            }
+            _ => {
+                status.insert(field.clone(), Value::Array(values));
+            }
+        }
+    }
+
+    let not_ready: Vec<String> = def
+        .spec
+        .children
+        .iter()
+        .filter(|c| !waiting.iter().any(|w| w.child == c.name))
+        .filter_map(|c| match ready.get(c.name.as_str()) {
+            Some(Readiness::NotReady(why)) => Some(format!("{} ({why})", c.name)),
+            _ => None,
+        })
+        .collect();
+    let all_ready = not_ready.is_empty() && waiting.is_empty();
+
+    if let Some(source) = &def.spec.status.template {
+        let mut ctx = context.clone();
+        ctx["ready"] = all_ready.into();
+        ctx["waiting"] = serde_json::to_value(waiting).unwrap_or_default();
+        let text = info.render_template(names::STATUS, source, &JinjaValue::from(Serde(&ctx)))?;
+        let at = || info.place(names::STATUS, None);
+        let extra: Value = crate::yaml::document(&text).map_err(|e| RenderError::Output {
+            at: at(),
+            line: e.line,
+            message: e.message,
+        })?;
+        match extra {
+            Value::Null => {}
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if crate::compile::RESERVED_STATUS_FIELDS.contains(&k.as_str()) {
+                        return Err(RenderError::Object {
+                            at: at(),
+                            message: format!("status.{k} is written by Stencil"),
+                        });
+                    }
+                    status.insert(k, v);
+                }
+            }
+            _ => {
+                return Err(RenderError::Object {
+                    at: at(),
+                    message: "the status template must render a YAML mapping".into(),
+                });
+            }
+        }
+    }
+
+    let mut conditions = Vec::new();
+    for (rule_spec, rule) in def.spec.status.conditions.iter().zip(&def.condition_rules) {
+        let holds = rule.holds(context);
+        let (reason, message) = if holds {
+            (
+                rule_spec.reason.clone().unwrap_or_else(|| "RuleSatisfied".into()),
+                rule_spec.message.clone().unwrap_or_default(),
+            )
+        } else {
+            ("RuleNotSatisfied".into(), format!("`{}` does not hold", rule.source()))
+        };
+        conditions.push(condition(&rule_spec.type_, holds, &reason, &message, generation));
+    }
+    let total = def.spec.children.len();
+    let (reason, message) = if all_ready {
+        (
+            "AllChildrenReady".to_string(),
+            format!("{total} of {total} children ready"),
+        )
+    } else {
+        let mut parts = Vec::new();
+        if !waiting.is_empty() {
+            let w: Vec<String> = waiting
+                .iter()
+                .map(|w| format!("{} (on {})", w.child, w.on.join(", ")))
+                .collect();
+            parts.push(format!("waiting: {}", w.join(", ")));
+        }
+        if !not_ready.is_empty() {
+            parts.push(format!("not ready: {}", not_ready.join(", ")));
+        }
+        let reason = if waiting.is_empty() {
+            "ChildrenNotReady"
+        } else {
+            "Waiting"
+        };
+        (reason.to_string(), parts.join("; "))
+    };
+    conditions.push(condition("Ready", all_ready, &reason, &message, generation));
+    if !all_ready {
+        conditions.push(condition("Reconciling", true, &reason, &message, generation));
+    }
+    status.insert("conditions".into(), Value::Array(conditions));
+    Ok(Value::Object(status))
+}
+
+/// The status of a parent whose render failed: `Ready` False and `Stalled` True, with the
+/// errors as the message. The controller writes it and changes nothing else.
+pub fn failure_status(parent: &Value, failure: &RenderFailure) -> Value {
+    let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
+    let message = failure.to_string();
+    let mut status = json!({"conditions": [
+        condition("Ready", false, "RenderFailed", &message, generation),
+        condition("Stalled", true, "RenderFailed", &message, generation),
+    ]});
+    if let Some(g) = generation {
+        status["observedGeneration"] = g.into();
+    }
+    status
+}
