@@ -15,7 +15,7 @@ use common::{
     CM, Process, TestNamespace, assert_invariants, child, client, count_ready, definition, full_faults, spawn_stencil,
     unique_group, wait_established, wait_for,
 };
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
@@ -189,7 +189,18 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
             .await
             .unwrap();
         assert_eq!(children.items.len(), expected, "one child per parent");
-        // No write storm: once converged, an idle window costs no writes.
+        // No write storm: once converged, a window in which parents are reconciled again
+        // (one is touched without a change its children see) costs no writes.
+        assert!(before > 0.0, "the write counter exists and counted the children");
+        let reconciled = reconciles(&stencil).await;
+        let touch = json!({"metadata": {"annotations": {"touched": round.to_string()}}});
+        api.patch("w0", &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
+        wait_for("a reconcile of the touched parent", Duration::from_secs(30), || async {
+            (reconciles(&stencil).await > reconciled).then_some(())
+        })
+        .await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert_eq!(writes(&stencil).await - before, 0.0, "writes after convergence");
     }

@@ -404,7 +404,14 @@ async fn the_steady_state_makes_no_write_requests() {
     )
     .await
     .unwrap();
+    let reconciles = w.stencil.reconciles();
     tokio::time::sleep(Duration::from_secs(12)).await;
+    // Positive control: the window held reconciles (the annotation and a resync), so
+    // the absence of writes means they found nothing to do.
+    assert!(
+        w.stencil.reconciles() > reconciles,
+        "no reconcile ran in the window, so it proves nothing"
+    );
     assert_eq!(
         w.stencil.take_writes(),
         Vec::<String>::new(),
@@ -587,6 +594,11 @@ async fn a_restart_with_everything_in_place_makes_no_writes() {
     w.stencil = start_stencil(&[w.dir.path().to_path_buf()], false).await;
     let api = w.widgets();
     let ready_since = w.wait_condition("z", "Ready", "True").await["lastTransitionTime"].clone();
+    // The new process's own first reconcile, not the old one's status, is what counts.
+    wait_for("the new process's first reconcile", TIMEOUT, || async {
+        (w.stencil.reconciles() >= 1).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         w.stencil.take_writes(),

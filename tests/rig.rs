@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{TestNamespace, client, once_served, wait_established, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -29,17 +29,32 @@ async fn a_deployment_becomes_available_through_kwok() {
     }))
     .unwrap();
     api.create(&PostParams::default(), &deploy).await.unwrap();
-    let available = wait_for("Deployment web to be Available", TIMEOUT, || async {
+    wait_for("Deployment web to be Available", TIMEOUT, || async {
         let d = api.get("web").await.ok()?;
         let status = d.status?;
         let ok = status
             .conditions?
             .iter()
             .any(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"));
-        (ok && status.available_replicas == Some(2)).then_some(status.available_replicas)
+        (ok && status.available_replicas == Some(2)).then_some(())
     })
     .await;
-    assert_eq!(available, Some(2));
+    // The availability is kwok's doing: two Pods, bound to its fake Nodes and Running.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let running: Vec<Pod> = pods
+        .list(&kube::api::ListParams::default().labels("app=web"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .collect();
+    assert_eq!(running.len(), 2, "{running:?}");
+    assert!(
+        running
+            .iter()
+            .all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+    );
 }
 
 #[tokio::test]

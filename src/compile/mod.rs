@@ -73,17 +73,47 @@ pub struct CompiledDefinition {
     /// The parent kind.
     pub parent: Gvk,
     /// Child indices in dependency order (declaration order among independent ones).
-    pub(crate) order: Vec<usize>,
-    pub(crate) env: Environment<'static>,
-    pub(crate) origins: BTreeMap<String, Origin>,
-    pub(crate) ready_rules: Vec<Option<Rule>>,
-    pub(crate) field_rules: Vec<(String, Rule)>,
-    pub(crate) condition_rules: Vec<Rule>,
+    order: Vec<usize>,
+    env: Environment<'static>,
+    origins: BTreeMap<String, Origin>,
+    ready_rules: Vec<Option<Rule>>,
+    field_rules: Vec<(String, Rule)>,
+    condition_rules: Vec<Rule>,
     /// The kinds each child's template produces, by child index.
     pub child_kinds: Vec<Vec<Gvk>>,
 }
 
 impl CompiledDefinition {
+    /// Child indices in dependency order: a child comes after every child it depends on.
+    pub fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    /// A compiled template by its name in the definition's environment ([`names`]).
+    pub fn template(&self, name: &str) -> Result<minijinja::Template<'_, '_>, minijinja::Error> {
+        self.env.get_template(name)
+    }
+
+    /// Where a template starts in its file, for error positions.
+    pub fn origin(&self, template: &str) -> Option<&Origin> {
+        self.origins.get(template)
+    }
+
+    /// The `readyWhen` rule of the child at `index`, if it has one.
+    pub fn ready_rule(&self, index: usize) -> Option<&Rule> {
+        self.ready_rules.get(index).and_then(Option::as_ref)
+    }
+
+    /// The `status.fields` rules: field name and rule.
+    pub fn field_rules(&self) -> &[(String, Rule)] {
+        &self.field_rules
+    }
+
+    /// The `status.conditions` entries with their compiled `when` rules.
+    pub fn condition_rules(&self) -> impl Iterator<Item = (&crate::definition::ConditionRule, &Rule)> {
+        self.spec.status.conditions.iter().zip(&self.condition_rules)
+    }
+
     /// Every kind the children produce, without repeats.
     pub fn all_child_kinds(&self) -> Vec<Gvk> {
         let mut all: Vec<Gvk> = Vec::new();

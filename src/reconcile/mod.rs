@@ -315,3 +315,6 @@ pub async fn run(
         .await;
     collector.abort();
 }
+
+#[cfg(test)]
+mod tests;

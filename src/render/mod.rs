@@ -183,8 +183,7 @@ impl ParentInfo<'_> {
     fn place(&self, template: &str, inner: Option<(u64, u64)>) -> Place {
         let origin = self
             .def
-            .origins
-            .get(template)
+            .origin(template)
             .cloned()
             .unwrap_or_else(|| Origin::detached(&self.def.source));
         let (line, column) = match inner {
@@ -213,12 +212,7 @@ impl ParentInfo<'_> {
             at: self.place(template, template_position(&e, source)),
             message: template_message(&e),
         };
-        let text = self
-            .def
-            .env
-            .get_template(template)
-            .and_then(|t| t.render(ctx))
-            .map_err(fail)?;
+        let text = self.def.template(template).and_then(|t| t.render(ctx)).map_err(fail)?;
         if text.len() > MAX_TEMPLATE_OUTPUT {
             return Err(RenderError::TooLarge {
                 at: self.place(template, None),
@@ -282,7 +276,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
     let mut waiting = Vec::new();
     let mut errors = Vec::new();
     let mut ready: BTreeMap<&str, Readiness> = BTreeMap::new();
-    for &i in &def.order {
+    for &i in def.order() {
         let child = &def.spec.children[i];
         let blockers: Vec<String> = if missing_lookups.is_empty() {
             child

@@ -29,7 +29,7 @@ pub(super) fn child_readiness(
         else {
             return Readiness::NotReady(format!("{kind} {name} does not exist yet"));
         };
-        let state = match &def.ready_rules[index] {
+        let state = match def.ready_rule(index) {
             Some(rule) if rule.holds(live) => Readiness::Ready,
             Some(rule) => Readiness::NotReady(format!("readyWhen `{}` does not hold", rule.source())),
             None => default_readiness(live),
@@ -55,7 +55,7 @@ pub(super) fn status(
     if let Some(g) = generation {
         status.insert("observedGeneration".into(), g.into());
     }
-    for (field, rule) in &def.field_rules {
+    for (field, rule) in def.field_rules() {
         let mut values = rule.select(context);
         match values.len() {
             0 => {}
@@ -114,7 +114,7 @@ pub(super) fn status(
     }
 
     let mut conditions = Vec::new();
-    for (rule_spec, rule) in def.spec.status.conditions.iter().zip(&def.condition_rules) {
+    for (rule_spec, rule) in def.condition_rules() {
         let holds = rule.holds(context);
         let (reason, message) = if holds {
             (

@@ -107,6 +107,51 @@ impl std::ops::Deref for WatchLease {
     }
 }
 
+/// A watch fed by hand, for unit tests of what the controller decides: no task, no API
+/// server; [`HandFed::apply`] stores an object as a watch event would.
+#[cfg(test)]
+pub(crate) struct HandFed {
+    /// The lease the controller holds.
+    pub lease: WatchLease,
+    writer: reflector::store::Writer<DynamicObject>,
+}
+
+#[cfg(test)]
+impl HandFed {
+    /// An empty, synced watch of `gvk`, served as `plural`.
+    pub(crate) fn new(gvk: &Gvk, plural: &str, namespaced: bool) -> HandFed {
+        let resource = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
+            plural,
+        );
+        let mut writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        let resolved = discovery::Resolved { resource, namespaced };
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
+        let running = Running {
+            key: (gvk.clone(), Selection::All),
+            shared,
+            task: tokio::spawn(async {}).abort_handle(),
+            registry: Weak::new(),
+        };
+        HandFed {
+            lease: WatchLease {
+                running: Arc::new(running),
+            },
+            writer,
+        }
+    }
+
+    /// Stores `obj` (JSON) as a watch event would.
+    pub(crate) fn apply(&mut self, obj: serde_json::Value) {
+        let obj: DynamicObject = serde_json::from_value(obj).expect("an object");
+        let event = Event::Apply(obj);
+        self.writer.apply_watcher_event(&event);
+        self.lease.observe(&event);
+    }
+}
+
 struct Registry {
     running: Mutex<HashMap<Key, Weak<Running>>>,
     metrics: Arc<Metrics>,

@@ -1,0 +1,260 @@
+//! What the controller decides to send, against a mock API service: every request one
+//! reconcile makes is recorded and answered, so a test says exactly which writes a state
+//! of the world causes, and that a converged one causes none.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::compile::compile_file;
+use crate::metrics::Metrics;
+use crate::watch::HandFed;
+
+/// One request the controller sent.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    query: String,
+    body: Value,
+}
+
+impl Seen {
+    fn short(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// A client whose every request is recorded and answered: a write of an object is
+/// echoed back (with a uid), a delete succeeds.
+fn mock_client() -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let method = request.method().to_string();
+            let path = request.uri().path().to_string();
+            let query = request.uri().query().unwrap_or_default().to_string();
+            let bytes = request.into_body().collect_bytes().await.unwrap_or_default();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            record.lock().unwrap().push(Seen {
+                method: method.clone(),
+                path: path.clone(),
+                query,
+                body: body.clone(),
+            });
+            let answer = match method.as_str() {
+                "DELETE" => json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                _ => {
+                    let mut obj = if body.get("metadata").is_some() {
+                        body
+                    } else {
+                        parent(None)
+                    };
+                    obj["metadata"]["uid"] = json!("answered-uid");
+                    obj
+                }
+            };
+            let response = Response::builder()
+                .status(StatusCode::OK)
+                .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                .unwrap();
+            respond.send_response(response);
+        }
+    });
+    (kube::Client::new(service, "default"), seen)
+}
+
+const DEFINITION: &str = "apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: widgets.example.org
+spec:
+  parent:
+    apiVersion: example.org/v1
+    kind: Widget
+  children:
+    - name: cm
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ parent.metadata.name }}-cm
+        data:
+          size: {{ parent.spec.size | quote }}
+";
+
+fn parent(status: Option<Value>) -> Value {
+    let mut p = json!({"apiVersion": "example.org/v1", "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns", "uid": "parent-uid", "generation": 1, "resourceVersion": "1"},
+        "spec": {"size": 3}});
+    if let Some(s) = status {
+        p["status"] = s;
+    }
+    p
+}
+
+struct World {
+    ctx: Arc<Context>,
+    parents: HandFed,
+    children: HandFed,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl World {
+    fn new() -> World {
+        let (mut defs, diags) = compile_file("d.yaml", DEFINITION);
+        assert!(diags.0.is_empty(), "{diags}");
+        let def = Arc::new(defs.remove(0));
+        let parents = HandFed::new(&def.parent, "widgets", true);
+        let children = HandFed::new(&Gvk::parse("v1", "ConfigMap").unwrap(), "configmaps", true);
+        let (client, seen) = mock_client();
+        let ctx = Arc::new(Context::new(
+            client,
+            def,
+            Arc::new(Metrics::new()),
+            parents.lease.clone(),
+            vec![children.lease.clone()],
+            Vec::new(),
+        ));
+        World {
+            ctx,
+            parents,
+            children,
+            seen,
+        }
+    }
+
+    /// Reconciles the parent as it is now; returns the requests sent, events left out.
+    async fn reconcile(&mut self, parent: Value) -> Vec<Seen> {
+        self.parents.apply(parent.clone());
+        self.seen.lock().unwrap().clear();
+        let obj: DynamicObject = serde_json::from_value(parent).unwrap();
+        reconcile(Arc::new(obj), self.ctx.clone()).await.expect("reconcile");
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| !s.path.contains("/events"))
+            .cloned()
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
+    let mut w = World::new();
+    let sent = w.reconcile(parent(None)).await;
+    let short: Vec<String> = sent.iter().map(Seen::short).collect();
+    assert_eq!(
+        short,
+        [
+            "PATCH /api/v1/namespaces/ns/configmaps/w-cm",
+            "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
+        ]
+    );
+    let apply = &sent[0];
+    assert!(apply.query.contains("fieldManager=stencil"), "{}", apply.query);
+    assert!(
+        !apply.query.contains("force"),
+        "a first apply does not force: {}",
+        apply.query
+    );
+    assert_eq!(apply.body["data"]["size"], "3");
+    assert_eq!(apply.body["metadata"]["labels"][labels::PARENT_UID], "parent-uid");
+    assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "parent-uid");
+    assert_eq!(sent[1].body["status"]["conditions"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_converged_parent_sends_nothing() {
+    let mut w = World::new();
+    let first = w.reconcile(parent(None)).await;
+    // The world as the first reconcile left it: the applied child, and the written status
+    // with the child now observed and Ready.
+    let mut child = first[0].body.clone();
+    child["metadata"]["uid"] = json!("child-uid");
+    w.children.apply(child);
+    let status = w.reconcile(parent(None)).await[0].body["status"].clone();
+    let sent = w.reconcile(parent(Some(status))).await;
+    assert!(sent.is_empty(), "a converged parent sent {sent:?}");
+}
+
+#[tokio::test]
+async fn a_child_no_longer_rendered_is_deleted_with_its_uid_as_precondition() {
+    let mut w = World::new();
+    let first = w.reconcile(parent(None)).await;
+    let mut child = first[0].body.clone();
+    child["metadata"]["uid"] = json!("child-uid");
+    w.children.apply(child.clone());
+    let mut old = child;
+    old["metadata"]["name"] = json!("w-old");
+    old["metadata"]["uid"] = json!("old-uid");
+    w.children.apply(old);
+    let sent = w.reconcile(parent(None)).await;
+    let deletes: Vec<&Seen> = sent.iter().filter(|s| s.method == "DELETE").collect();
+    assert_eq!(deletes.len(), 1, "{sent:?}");
+    assert_eq!(deletes[0].path, "/api/v1/namespaces/ns/configmaps/w-old");
+    assert_eq!(deletes[0].body["preconditions"]["uid"], "old-uid");
+}
+
+#[tokio::test]
+async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
+    let mut w = World::new();
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!([labels::FINALIZER, "other.example.org/keep"]);
+    let sent = w.reconcile(deleted).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].method, "PATCH");
+    assert_eq!(sent[0].path, "/apis/example.org/v1/namespaces/ns/widgets/w");
+    assert_eq!(
+        sent[0].body["metadata"]["finalizers"],
+        json!(["other.example.org/keep"]),
+        "only Stencil's finalizer goes"
+    );
+    assert_eq!(
+        sent[0].body["metadata"]["resourceVersion"], "1",
+        "guarded by the resourceVersion"
+    );
+}
+
+#[tokio::test]
+async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_children_first() {
+    let mut w = World::new();
+    let first = w.reconcile(parent(None)).await;
+    let mut child = first[0].body.clone();
+    child["metadata"]["uid"] = json!("child-uid");
+    w.children.apply(child);
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!([labels::FINALIZER]);
+    w.parents.apply(deleted.clone());
+    w.seen.lock().unwrap().clear();
+    let obj: DynamicObject = serde_json::from_value(deleted).unwrap();
+    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    assert!(
+        matches!(result, Err(ReconcileError::Waiting(_))),
+        "it waits for the child to go"
+    );
+    let sent: Vec<String> = w
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| !s.path.contains("/events"))
+        .map(Seen::short)
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "DELETE /api/v1/namespaces/ns/configmaps/w-cm",
+            "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
+        ],
+        "the child is deleted and the finalizer stays until it is gone"
+    );
+}
