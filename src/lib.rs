@@ -2,6 +2,8 @@
 //! minijinja-templated children and JSONPath status rules; this crate compiles them,
 //! renders them purely, and (in the controller) reconciles them against a cluster.
 
+#![warn(missing_docs)]
+
 pub mod compile;
 pub mod conditions;
 pub mod crd;

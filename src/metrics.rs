@@ -20,7 +20,7 @@ pub struct ControllerLabel {
 pub struct ResultLabels {
     /// The definition's name.
     pub controller: String,
-    /// `success`, `error` or `requeue_after`.
+    /// `success` or `error`.
     pub result: String,
 }
 
@@ -34,7 +34,8 @@ pub struct QueueLabel {
 /// `state` label of the definitions gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
-    /// `running`, `waiting`, `conflict` or `invalid`.
+    /// `running`, `conflict` (waiting for a parent kind another definition holds) or
+    /// `invalid` (never compiled).
     pub state: String,
 }
 

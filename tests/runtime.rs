@@ -246,3 +246,33 @@ async fn lookups_of_one_kind_name_in_two_groups_each_find_their_own() {
         let _ = crds.delete(&format!("gateways.{g}"), &Default::default()).await;
     }
 }
+
+#[tokio::test]
+async fn a_watch_stops_when_no_definition_uses_its_kind_any_more() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "release").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.yaml");
+    std::fs::write(&file, definition(&group, &child("cm", CM), "")).unwrap();
+    let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+    let watched = || stencil.metric_sum("stencil_watched_kinds", "");
+    wait_for("the parent and child watches", TIMEOUT, || async {
+        (watched() == 2.0).then_some(())
+    })
+    .await;
+    // Positive control: the watches serve, a parent gets its child.
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "r"}, "spec": {"size": 1}}))
+    .unwrap();
+    common::create_when_served(&widgets, &widget).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the child", TIMEOUT, || async { cms.get_opt("r-cm").await.ok()? }).await;
+    std::fs::remove_file(&file).unwrap();
+    wait_for("every watch to stop once the definition is gone", TIMEOUT, || async {
+        (watched() == 0.0).then_some(())
+    })
+    .await;
+}

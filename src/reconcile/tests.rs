@@ -98,6 +98,14 @@ fn parent(status: Option<Value>) -> Value {
     p
 }
 
+/// A definition whose child template spends most of its fuel before it renders.
+fn busy_definition() -> String {
+    DEFINITION.replace(
+        "          size: {{ parent.spec.size | quote }}",
+        "          size: {% for i in range(300) %}{% for j in range(1000) %}{% endfor %}{% endfor %}{{ parent.spec.size | quote }}",
+    )
+}
+
 struct World {
     ctx: Arc<Context>,
     parents: HandFed,
@@ -107,7 +115,11 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let (mut defs, diags) = compile_file("d.yaml", DEFINITION);
+        World::with(DEFINITION)
+    }
+
+    fn with(text: &str) -> World {
+        let (mut defs, diags) = compile_file("d.yaml", text);
         assert!(diags.0.is_empty(), "{diags}");
         let def = Arc::new(defs.remove(0));
         let parents = HandFed::new(&def.parent, "widgets", true);
@@ -256,5 +268,41 @@ async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_childr
             "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
         ],
         "the child is deleted and the finalizer stays until it is gone"
+    );
+}
+
+/// A render that burns its fuel runs on the blocking pool: the async thread that serves
+/// every other parent keeps ticking meanwhile. On the async thread, the ticks would
+/// stop for as long as the render runs.
+#[tokio::test(flavor = "current_thread")]
+async fn a_busy_render_leaves_the_async_thread_free() {
+    let mut w = World::with(&busy_definition());
+    let ticks = Arc::new(Mutex::new(Vec::new()));
+    let record = ticks.clone();
+    let ticker = tokio::spawn(async move {
+        loop {
+            record.lock().unwrap().push(std::time::Instant::now());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    while ticks.lock().unwrap().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let started = std::time::Instant::now();
+    let sent = w.reconcile(parent(None)).await;
+    let took = started.elapsed();
+    ticker.abort();
+    assert_eq!(sent[0].body["data"]["size"], "3", "the busy template rendered");
+    let ticks = ticks.lock().unwrap();
+    let longest = ticks
+        .windows(2)
+        .filter(|p| p[1] > started)
+        .map(|p| p[1] - p[0])
+        .max()
+        .unwrap_or_default();
+    assert!(
+        longest * 3 < took,
+        "the async thread stalled for {longest:?} of a {took:?} reconcile ({} ticks)",
+        ticks.len()
     );
 }

@@ -84,6 +84,8 @@ impl SharedWatch {
         for obj in self.store.state() {
             let _ = tx.send(obj);
         }
+        #[cfg(test)]
+        tests::between_snapshot_and_registration();
         subscribers.push(tx);
         rx
     }
@@ -223,29 +225,50 @@ mod tests {
         assert_eq!(names, ["a", "b"]);
     }
 
-    /// The race the old subscribe had: an object stored after the snapshot but published
-    /// before the sender was registered was lost. Storing it while another thread
-    /// subscribes must deliver it, whatever the interleaving.
+    thread_local! {
+        /// Run by `subscribe` between reading the store and registering its sender.
+        static BETWEEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+    }
+
+    pub(super) fn between_snapshot_and_registration() {
+        if let Some(hook) = BETWEEN.with(|b| b.borrow_mut().take()) {
+            hook();
+        }
+    }
+
+    /// The race the old subscribe had: an object stored and published after the snapshot
+    /// but before the sender was registered was never delivered. Another thread stores and
+    /// publishes one exactly there; it must arrive.
     #[test]
     fn no_object_falls_between_the_snapshot_and_the_registration() {
-        for round in 0..200 {
-            let (mut writer, shared) = watch();
-            let shared = Arc::new(shared);
-            let subscriber = {
-                let shared = shared.clone();
-                std::thread::spawn(move || shared.subscribe())
-            };
-            feed(&mut writer, &shared, Event::Apply(configmap("late", "u1")));
-            let mut rx = subscriber.join().unwrap();
-            let mut got = false;
-            while let Ok(o) = rx.try_recv() {
-                got |= o.metadata.name.as_deref() == Some("late");
-            }
-            assert!(
-                got,
-                "round {round}: the object stored during subscribe was never delivered"
-            );
-        }
+        let (writer, shared) = watch();
+        let shared = Arc::new(shared);
+        let writer = Arc::new(Mutex::new(writer));
+        let (feeder_shared, feeder_writer) = (shared.clone(), writer.clone());
+        let feeder = Arc::new(Mutex::new(None));
+        let slot = feeder.clone();
+        BETWEEN.with(|b| {
+            *b.borrow_mut() = Some(Box::new(move || {
+                let (done_tx, done_rx) = std::sync::mpsc::channel();
+                let thread = std::thread::spawn(move || {
+                    feed(
+                        &mut feeder_writer.lock().unwrap(),
+                        &feeder_shared,
+                        Event::Apply(configmap("late", "u1")),
+                    );
+                    let _ = done_tx.send(());
+                });
+                // Publishing waits for the lock subscribe holds, so it cannot finish here;
+                // an unguarded subscribe would let it finish before the registration.
+                let _ = done_rx.recv_timeout(std::time::Duration::from_millis(200));
+                *slot.lock().unwrap() = Some(thread);
+            }))
+        });
+        let mut rx = shared.subscribe();
+        let thread = feeder.lock().unwrap().take().expect("the hook ran");
+        thread.join().unwrap();
+        let got = std::iter::from_fn(|| rx.try_recv().ok()).find(|o| o.metadata.name.as_deref() == Some("late"));
+        assert!(got.is_some(), "the object stored during subscribe was never delivered");
     }
 
     #[test]

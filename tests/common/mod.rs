@@ -155,11 +155,17 @@ impl Stencil {
 
     /// Successful reconciles so far, over every definition.
     pub fn reconciles(&self) -> u64 {
-        let text = self.metrics.encode();
-        text.lines()
-            .filter(|l| l.starts_with("controller_runtime_reconcile_total{") && l.contains("result=\"success\""))
+        self.metric_sum("controller_runtime_reconcile_total{", "result=\"success\"") as u64
+    }
+
+    /// The sum of the samples whose line starts with `prefix` and contains `with`.
+    pub fn metric_sum(&self, prefix: &str, with: &str) -> f64 {
+        self.metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with(prefix) && l.contains(with))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64
+            .sum()
     }
 }
 
