@@ -144,6 +144,16 @@ impl Context {
         }
     }
 
+    /// How many parents have pending requests, backoff counts and lookup reads (tests).
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> (usize, usize, usize) {
+        (
+            self.pending.lock().expect("pending lock").len(),
+            self.failures.lock().expect("failures lock").len(),
+            self.readers.lock().expect("readers lock").parents().count(),
+        )
+    }
+
     /// Drops everything kept about a parent that is gone.
     pub(super) fn forget(&self, parent: &ParentRef) {
         self.pending.lock().expect("pending lock").remove(parent);

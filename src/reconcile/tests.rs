@@ -306,3 +306,44 @@ async fn a_busy_render_leaves_the_async_thread_free() {
         ticks.len()
     );
 }
+
+/// Backoff counts, pending requests and lookup reads of parents that are gone are
+/// dropped, so the maps are bounded by the parents that exist.
+#[tokio::test]
+async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
+    let mut w = World::new();
+    let mut refs = Vec::new();
+    for i in 0..20 {
+        let mut p = parent(None);
+        p["metadata"]["name"] = json!(format!("p{i}"));
+        w.parents.apply(p.clone());
+        let obj: DynamicObject = serde_json::from_value(p).unwrap();
+        let me = w.ctx.parent_ref(&obj);
+        w.ctx.requested(&me);
+        error_policy(Arc::new(obj), &ReconcileError::Waiting("x".into()), w.ctx.clone());
+        w.ctx.readers.lock().unwrap().set(
+            &me,
+            vec![crate::object_key::ObjectKey::new(
+                &Gvk::parse("v1", "ConfigMap").unwrap(),
+                Some("ns"),
+                "settings",
+            )],
+        );
+        refs.push(me);
+    }
+    assert_eq!(
+        w.ctx.tracked(),
+        (20, 20, 20),
+        "positive control: every map holds each parent"
+    );
+    for i in 0..20 {
+        let mut p = parent(None);
+        p["metadata"]["name"] = json!(format!("p{i}"));
+        w.parents.delete(p);
+    }
+    w.ctx.sweep();
+    assert_eq!(w.ctx.tracked(), (0, 0, 0));
+    // A request for a parent that is not there is not kept either.
+    w.ctx.requested(&refs[0]);
+    assert_eq!(w.ctx.tracked(), (0, 0, 0));
+}

@@ -145,8 +145,15 @@ impl HandFed {
 
     /// Stores `obj` (JSON) as a watch event would.
     pub(crate) fn apply(&mut self, obj: serde_json::Value) {
-        let obj: DynamicObject = serde_json::from_value(obj).expect("an object");
-        let event = Event::Apply(obj);
+        self.event(Event::Apply(serde_json::from_value(obj).expect("an object")));
+    }
+
+    /// Removes `obj` (JSON) as a watch's delete event would.
+    pub(crate) fn delete(&mut self, obj: serde_json::Value) {
+        self.event(Event::Delete(serde_json::from_value(obj).expect("an object")));
+    }
+
+    fn event(&mut self, event: Event<DynamicObject>) {
         self.writer.apply_watcher_event(&event);
         self.lease.observe(&event);
     }
