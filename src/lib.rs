@@ -18,6 +18,7 @@ pub mod labels;
 pub mod leader;
 pub mod metrics;
 pub mod object_key;
+pub mod ownership;
 pub mod rbac;
 pub mod readiness;
 pub mod reconcile;

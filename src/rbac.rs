@@ -14,8 +14,9 @@ pub const PARENT_VERBS: &[&str] = &["get", "list", "watch", "patch"];
 pub const STATUS_VERBS: &[&str] = &["patch"];
 /// Verbs on a parent's finalizers subresource: needed to set `blockOwnerDeletion`.
 pub const FINALIZER_VERBS: &[&str] = &["update"];
-/// Verbs on a child kind: watch, server-side apply (which may create), prune.
-pub const CHILD_VERBS: &[&str] = &["list", "watch", "create", "patch", "delete"];
+/// Verbs on a child kind: read one not in the store yet, watch, server-side apply (which
+/// may create), prune.
+pub const CHILD_VERBS: &[&str] = &["get", "list", "watch", "create", "patch", "delete"];
 /// Verbs on a lookup kind.
 pub const LOOKUP_VERBS: &[&str] = &["list", "watch"];
 

@@ -180,6 +180,29 @@ pub struct Child {
     /// A JSONPath rule over the observed object; replaces the default readiness rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
+    /// What to do with an existing object of the same name that is not this parent's.
+    #[serde(default, skip_serializing_if = "Adopt::is_never")]
+    pub adopt: Adopt,
+    /// Whether this child is deleted or kept when its parent is; overrides
+    /// `finalize.deletionPolicy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_policy: Option<DeletionPolicy>,
+}
+
+/// Whether a child may take over an existing object that is not its parent's.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Adopt {
+    /// Never: the parent reports `Conflict` and the object is left alone.
+    #[default]
+    Never,
+    /// When no controller owns it (made by hand, or by Helm): take it over.
+    IfUnowned,
+}
+
+impl Adopt {
+    fn is_never(&self) -> bool {
+        *self == Adopt::Never
+    }
 }
 
 /// How Stencil brings an existing child in line with its template.

@@ -1,5 +1,7 @@
 //! Applying one desired child: server-side apply as `stencil`, skipped when the live
-//! object already matches, with the child's update policy.
+//! object already matches, with the child's update policy. An object that is not this
+//! parent's is never written ([`crate::ownership`]): the child reports a conflict, or
+//! adopts the object when it may.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -11,6 +13,7 @@ use super::{Context, ReconcileError, diff, to_json};
 use crate::definition::UpdatePolicy;
 use crate::labels;
 use crate::metrics;
+use crate::ownership::{self, Verdict};
 use crate::render::DesiredChild;
 
 /// Where a desired child lives: its kind's API, its key and its live state.
@@ -48,9 +51,23 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
     })
 }
 
-/// Brings one child in line. Returns true when the parent should be reconciled again
-/// soon (a Recreate deleted the old object).
-pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &DesiredChild) -> Result<bool, ReconcileError> {
+/// What applying one child came to.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// The child is in line (written or already so).
+    Done,
+    /// A Recreate deleted the old object: reconcile again soon to create the new one.
+    Soon,
+    /// The object exists and is not this parent's; nothing was written.
+    Conflict(String),
+}
+
+/// Brings one child in line.
+pub(super) async fn child(
+    ctx: &Context,
+    parent: &DynamicObject,
+    child: &DesiredChild,
+) -> Result<Applied, ReconcileError> {
     let (desired, hash) = diff::with_hash(child.object.clone());
     let Located { api, name, live } = locate(ctx, &desired)?;
     let what = describe(&desired);
@@ -58,6 +75,33 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
         let object = what.clone();
         move |source| ReconcileError::Kube { action, object, source }
     };
+    // The store holds only Stencil's objects: one that is not there may still exist,
+    // made by hand or by another controller. One read before the first write says so.
+    let live = match live {
+        Some(l) => Some(l),
+        None => api.get_opt(&name).await.map_err(kube_err("read"))?.map(|o| to_json(&o)),
+    };
+    let uid = parent.metadata.uid.as_deref().unwrap_or_default();
+    let adopting = match ownership::judge(live.as_ref(), uid, child.adopt) {
+        Verdict::Conflict(message) => return Ok(Applied::Conflict(message)),
+        Verdict::Adopt => true,
+        Verdict::Absent | Verdict::Ours => false,
+    };
+    if adopting {
+        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(&desired))
+            .await
+            .map_err(kube_err("adopt"))?;
+        count(ctx, &desired, "adopted");
+        ctx.event(
+            parent,
+            EventType::Normal,
+            "Adopted",
+            format!("{what} adopted: nobody controlled it"),
+        )
+        .await;
+        return Ok(Applied::Done);
+    }
 
     if let Some(live) = &live {
         let same_hash = diff::live_hash(live) == Some(hash.as_str());
@@ -66,14 +110,14 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
                 .apply_skipped_total
                 .get_or_create(&metrics::definition(&ctx.def.name))
                 .inc();
-            return Ok(false);
+            return Ok(Applied::Done);
         }
         if child.update_policy == UpdatePolicy::Recreate && !same_hash {
             delete(ctx, parent, &api, &name, live, "Recreate")
                 .await
                 .map_err(kube_err("delete"))?;
             count(ctx, &desired, "recreated");
-            return Ok(true);
+            return Ok(Applied::Soon);
         }
     }
 
@@ -101,7 +145,7 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
             count(ctx, &desired, verb);
             ctx.event(parent, EventType::Normal, reason, format!("{what} {verb}"))
                 .await;
-            Ok(false)
+            Ok(Applied::Done)
         }
         // A change to an immutable field (a Job's template, a StatefulSet's selector)
         // can only be made by recreating the object.
@@ -113,7 +157,7 @@ pub(super) async fn child(ctx: &Context, parent: &DynamicObject, child: &Desired
                 .await
                 .map_err(kube_err("delete"))?;
             count(ctx, &desired, "recreated");
-            Ok(true)
+            Ok(Applied::Soon)
         }
         Err(e) => {
             count(ctx, &desired, "error");

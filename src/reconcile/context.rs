@@ -12,7 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource as _};
 use serde_json::Value;
 
-use super::readers::LookupReaders;
+use super::readers::Readers;
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
@@ -49,7 +49,11 @@ pub struct Context {
     pub(super) forbidden: Mutex<Option<String>>,
     /// When the oldest unserved reconcile request of each parent arrived.
     pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
-    pub(super) readers: Mutex<LookupReaders>,
+    pub(super) readers: Mutex<Readers>,
+    /// Objects each parent would write but another holds: their going wakes the parent.
+    pub(super) waiting: Mutex<Readers>,
+    /// The last conflict each parent reported, so its event is published once.
+    pub(super) conflicts: Mutex<HashMap<ParentRef, String>>,
 }
 
 impl Context {
@@ -85,7 +89,9 @@ impl Context {
             failures: Mutex::new(HashMap::new()),
             forbidden: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
-            readers: Mutex::new(LookupReaders::default()),
+            readers: Mutex::new(Readers::default()),
+            waiting: Mutex::new(Readers::default()),
+            conflicts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -114,10 +120,14 @@ impl Context {
             let pending = self.pending.lock().expect("pending lock");
             let failures = self.failures.lock().expect("failures lock");
             let readers = self.readers.lock().expect("readers lock");
+            let waiting = self.waiting.lock().expect("waiting lock");
+            let conflicts = self.conflicts.lock().expect("conflicts lock");
             pending
                 .keys()
                 .chain(failures.keys())
                 .chain(readers.parents())
+                .chain(waiting.parents())
+                .chain(conflicts.keys())
                 .filter(|p| gone(p))
                 .cloned()
                 .collect()
@@ -159,6 +169,8 @@ impl Context {
         self.pending.lock().expect("pending lock").remove(parent);
         self.failures.lock().expect("failures lock").remove(parent);
         self.readers.lock().expect("readers lock").forget(parent);
+        self.waiting.lock().expect("waiting lock").forget(parent);
+        self.conflicts.lock().expect("conflicts lock").remove(parent);
     }
 
     pub(super) fn resync(&self) -> Duration {

@@ -1,6 +1,8 @@
-//! The parent finalizer `stencil.dev/finalizer`: added on the first reconcile; on
-//! deletion, `Delete` removes every tracked child and waits for it to go, `Orphan` strips
-//! Stencil's ownerReferences and labels; then the finalizer is removed.
+//! The parent finalizer `stencil.dev/finalizer`: added on the first reconcile where the
+//! garbage collector cannot clean up alone; on deletion, each child goes by its deletion
+//! policy (the child's, or else the definition's): `Delete` removes it and waits for it
+//! to go, `Orphan` strips Stencil's ownerReference and labels; then the finalizer is
+//! removed.
 
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -82,75 +84,104 @@ pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result
     edit_finalizers(api, parent, remove).await
 }
 
-/// Cleans up after a deleted parent, then releases it.
+/// The deletion policy of the child entry that produced `child`: its own, or else the
+/// definition's.
+pub(super) fn policy_of(ctx: &Context, child: &DynamicObject) -> DeletionPolicy {
+    let entry = child.labels().get(labels::CHILD);
+    ctx.def
+        .spec
+        .children
+        .iter()
+        .find(|c| Some(&c.name) == entry)
+        .and_then(|c| c.deletion_policy)
+        .unwrap_or(ctx.def.spec.finalize.deletion_policy)
+}
+
+/// Whether any child may be orphaned, which needs the finalizer to strip it in time.
+pub(super) fn orphans_any(ctx: &Context) -> bool {
+    let default = ctx.def.spec.finalize.deletion_policy;
+    ctx.def
+        .spec
+        .children
+        .iter()
+        .any(|c| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan)
+}
+
+/// Strips Stencil's ownerReference and labels from a child that outlives its parent, so a
+/// later parent of the same name does not silently inherit it.
+async fn orphan(ctx: &Context, child: &DynamicObject, uid: &str) -> Result<(), ReconcileError> {
+    let Some(api) = ctx.child_api(child) else {
+        return Ok(());
+    };
+    let owners: Vec<_> = child
+        .owner_references()
+        .iter()
+        .filter(|o| o.uid != uid)
+        .cloned()
+        .collect();
+    let mut strip = serde_json::Map::new();
+    for key in [
+        labels::DEFINITION,
+        labels::PARENT_UID,
+        labels::PARENT_NAME,
+        labels::PARENT_NAMESPACE,
+        labels::CHILD,
+        labels::MANAGED_BY,
+    ] {
+        strip.insert(key.to_string(), Value::Null);
+    }
+    let patch = json!({"metadata": {"ownerReferences": owners, "labels": strip}});
+    api.patch(&child.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "orphan",
+            object: describe_object(child),
+            source,
+        })?;
+    Ok(())
+}
+
+/// Cleans up after a deleted parent, then releases it: each child is deleted or orphaned
+/// as its policy says; a child already terminating is waited for, not deleted again; one
+/// failed request does not stop the others.
 pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action, ReconcileError> {
     if !has_finalizer(parent) {
         return Ok(Action::await_change());
     }
     let uid = parent.uid().unwrap_or_default();
-    let children = ctx.observed(&uid);
-    match ctx.def.spec.finalize.deletion_policy {
-        DeletionPolicy::Delete => {
-            let mut blocking = Vec::new();
-            for child in &children {
-                let live = to_json(child);
-                if child.metadata.deletion_timestamp.is_some() {
-                    let finalizers = child.finalizers().join(", ");
-                    blocking.push(format!("{} (finalizers: {finalizers})", describe(&live)));
-                    continue;
-                }
-                let Some(api) = ctx.child_api(child) else {
-                    continue;
-                };
-                apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted")
-                    .await
-                    .map_err(|source| ReconcileError::Kube {
-                        action: "delete",
-                        object: describe(&live),
-                        source,
-                    })?;
-                blocking.push(describe(&live));
+    let mut blocking = Vec::new();
+    let mut errors = Vec::new();
+    for child in ctx.observed(&uid) {
+        if policy_of(ctx, &child) == DeletionPolicy::Orphan {
+            if let Err(e) = orphan(ctx, &child, &uid).await {
+                errors.push(e);
             }
-            if !blocking.is_empty() {
-                let message = format!("deleting; waiting for {}", blocking.join(", "));
-                let status =
-                    json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
-                super::status::write(ctx, parent, &status).await?;
-                return Err(ReconcileError::Waiting(message));
-            }
+            continue;
         }
-        DeletionPolicy::Orphan => {
-            for child in &children {
-                let Some(api) = ctx.child_api(child) else {
-                    continue;
-                };
-                let owners: Vec<_> = child
-                    .owner_references()
-                    .iter()
-                    .filter(|o| o.uid != uid)
-                    .cloned()
-                    .collect();
-                let mut strip = serde_json::Map::new();
-                for key in [
-                    labels::DEFINITION,
-                    labels::PARENT_UID,
-                    labels::PARENT_NAME,
-                    labels::PARENT_NAMESPACE,
-                    labels::CHILD,
-                    labels::MANAGED_BY,
-                ] {
-                    strip.insert(key.to_string(), Value::Null);
-                }
-                let patch = json!({"metadata": {"ownerReferences": owners, "labels": strip}});
-                api.patch(&child.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|source| ReconcileError::Kube {
-                        action: "orphan",
-                        object: describe_object(child),
-                        source,
-                    })?;
-            }
+        let live = to_json(&child);
+        if child.metadata.deletion_timestamp.is_some() {
+            let finalizers = child.finalizers().join(", ");
+            blocking.push(format!("{} (finalizers: {finalizers})", describe(&live)));
+            continue;
         }
+        let Some(api) = ctx.child_api(&child) else {
+            continue;
+        };
+        match apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted").await {
+            Ok(()) => blocking.push(describe(&live)),
+            Err(source) => errors.push(ReconcileError::Kube {
+                action: "delete",
+                object: describe(&live),
+                source,
+            }),
+        }
+    }
+    ReconcileError::all(errors)?;
+    if !blocking.is_empty() {
+        let message = format!("deleting; waiting for {}", blocking.join(", "));
+        let status = json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
+        super::status::write(ctx, parent, &status).await?;
+        return Err(ReconcileError::Waiting(message));
     }
     release(&ctx.parent_api(parent), parent)
         .await

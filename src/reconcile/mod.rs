@@ -42,6 +42,9 @@ const APPLY_CONCURRENCY: usize = 8;
 /// Deleted parents whose children are collected at once.
 const COLLECT_CONCURRENCY: usize = 4;
 
+/// How soon a parent in conflict over an object looks at it again.
+const CONFLICT_RETRY: Duration = Duration::from_secs(60);
+
 fn to_json(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or_default()
 }
@@ -120,21 +123,27 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     );
     // The garbage collector removes children that carry the parent's ownerReference; the
     // finalizer is needed only for the others, and to orphan children on deletion.
-    let orphaning = ctx.def.spec.finalize.deletion_policy == crate::definition::DeletionPolicy::Orphan;
-    if orphaning || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
+    if finalize::orphans_any(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
         finalize::ensure(ctx, parent).await?;
     }
     // Children that are rendered together do not depend on each other (dependsOn holds
     // a child back until its dependencies are ready), so they are applied concurrently.
     let mut requeue_soon = false;
+    let mut conflicts: Vec<(ObjectKey, String)> = Vec::new();
     for batch in out.children.chunks(APPLY_CONCURRENCY) {
         let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
-        for result in futures::future::join_all(applies).await {
+        for (result, child) in futures::future::join_all(applies).await.into_iter().zip(batch) {
             match result {
-                Ok(soon) => requeue_soon |= soon,
+                Ok(apply::Applied::Done) => {}
+                Ok(apply::Applied::Soon) => requeue_soon = true,
+                Ok(apply::Applied::Conflict(message)) => {
+                    if let Some(key) = ObjectKey::of_value(&child.object) {
+                        conflicts.push((key, message));
+                    }
+                }
                 Err(e) => {
                     // The parent says why it is not Ready; the error is retried with backoff.
-                    let failed = status::apply_failed(&out.status, &e.to_string());
+                    let failed = status::not_ready(&out.status, "ApplyFailed", &e.to_string());
                     if let Err(status_error) = status::write(ctx, parent, &failed).await {
                         tracing::warn!(error = %status_error, "could not write the status");
                     }
@@ -144,7 +153,33 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         }
     }
     prune::run(ctx, parent, &out, &observed_objects).await?;
-    status::write(ctx, parent, &out.status).await?;
+    let me = ctx.parent_ref(parent);
+    let message = conflicts.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; ");
+    ctx.waiting
+        .lock()
+        .expect("waiting lock")
+        .set(&me, conflicts.into_iter().map(|(k, _)| k).collect());
+    if message.is_empty() {
+        ctx.conflicts.lock().expect("conflicts lock").remove(&me);
+        status::write(ctx, parent, &out.status).await?;
+    } else {
+        // A Warning event once per change of the conflict, not on every resync.
+        let changed = ctx
+            .conflicts
+            .lock()
+            .expect("conflicts lock")
+            .insert(me, message.clone())
+            .as_ref()
+            != Some(&message);
+        if changed {
+            tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "conflict: {message}");
+            ctx.event(parent, EventType::Warning, "Conflict", message.clone()).await;
+        }
+        status::write(ctx, parent, &status::not_ready(&out.status, "Conflict", &message)).await?;
+        // A holder's child that goes wakes this parent through the watch; an object made
+        // by hand is not watched, so it is looked at again within a minute.
+        return Ok(Action::requeue(ctx.resync().min(CONFLICT_RETRY)));
+    }
     Ok(if requeue_soon {
         Action::requeue(Duration::from_secs(1))
     } else {

@@ -1,6 +1,8 @@
 //! Pruning: deleting a parent's children that are no longer rendered. Children of a
 //! waiting child entry are kept; nothing is pruned after a failed render (the caller
-//! never gets here then).
+//! never gets here then). Only this parent's objects are seen here (its parent-uid
+//! label); one already terminating is not deleted again, and one failed deletion does not
+//! stop the others.
 
 use std::sync::Arc;
 
@@ -20,7 +22,11 @@ pub(super) async fn run(
     out: &RenderOutput,
     observed: &[Arc<DynamicObject>],
 ) -> Result<(), ReconcileError> {
+    let mut errors = Vec::new();
     for obj in observed {
+        if obj.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         let child = obj.labels().get(labels::CHILD).cloned().unwrap_or_default();
         if out.waiting.iter().any(|w| w.child == child) {
             continue;
@@ -33,13 +39,13 @@ pub(super) async fn run(
         let Some(api) = ctx.child_api(obj) else {
             continue;
         };
-        apply::delete(ctx, parent, &api, &obj.name_any(), &live, "Pruned")
-            .await
-            .map_err(|source| ReconcileError::Kube {
+        if let Err(source) = apply::delete(ctx, parent, &api, &obj.name_any(), &live, "Pruned").await {
+            errors.push(ReconcileError::Kube {
                 action: "prune",
                 object: describe(&live),
                 source,
-            })?;
+            });
+        }
     }
-    Ok(())
+    ReconcileError::all(errors)
 }

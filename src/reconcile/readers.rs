@@ -1,6 +1,7 @@
-//! Which parents read which lookup objects, so an event on a lookup object re-renders
-//! exactly its readers. Each parent has one entry, replaced on every reconcile and
-//! removed with the parent, so the index holds what live parents read now and no more.
+//! Which parents care about which objects: the lookup objects they read, and the objects
+//! they would write but another holds. An event on such an object wakes exactly those
+//! parents. Each parent has one entry, replaced on every reconcile and removed with the
+//! parent, so an index holds what live parents care about now and no more.
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,14 +12,14 @@ use crate::object_key::ObjectKey;
 
 type Parent = ObjectRef<DynamicObject>;
 
-/// Lookup objects by reader, and readers by lookup object.
+/// Objects by reader, and readers by object.
 #[derive(Default)]
-pub(super) struct LookupReaders {
+pub(super) struct Readers {
     reads: HashMap<Parent, Vec<ObjectKey>>,
     readers: HashMap<ObjectKey, HashSet<Parent>>,
 }
 
-impl LookupReaders {
+impl Readers {
     /// Records that `parent` reads exactly `objects` now.
     pub(super) fn set(&mut self, parent: &Parent, objects: Vec<ObjectKey>) {
         if self.reads.get(parent) == Some(&objects) {
@@ -83,7 +84,7 @@ mod tests {
 
     #[test]
     fn a_new_reconcile_replaces_what_a_parent_reads() {
-        let mut r = LookupReaders::default();
+        let mut r = Readers::default();
         r.set(&parent("p"), vec![cm("a")]);
         r.set(&parent("p"), vec![cm("b")]);
         assert!(r.readers(&cm("a")).is_empty(), "the old read is gone");
@@ -92,7 +93,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_parent_leaves_nothing_behind() {
-        let mut r = LookupReaders::default();
+        let mut r = Readers::default();
         for i in 0..100 {
             r.set(&parent(&format!("p{i}")), vec![cm("shared"), cm(&format!("own{i}"))]);
         }

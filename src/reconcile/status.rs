@@ -7,16 +7,16 @@ use serde_json::{Map, Value};
 use super::context::describe_object;
 use super::{Context, ReconcileError};
 
-/// The rendered status with `Ready` False (and `Reconciling` True) because a child could
-/// not be applied.
-pub(super) fn apply_failed(rendered: &Value, message: &str) -> Value {
+/// The rendered status with `Ready` False (and `Reconciling` True) for `reason`: a child
+/// could not be applied (`ApplyFailed`), or its object is not this parent's (`Conflict`).
+pub(super) fn not_ready(rendered: &Value, reason: &str, message: &str) -> Value {
     let mut status = rendered.clone();
     if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
         conditions.retain(|c| c["type"] != "Ready" && c["type"] != "Reconciling");
         let generation = rendered.get("observedGeneration").cloned().unwrap_or(Value::Null);
         for type_ in ["Ready", "Reconciling"] {
             let mut c = serde_json::json!({"type": type_, "status": if type_ == "Ready" { "False" } else { "True" },
-                "reason": "ApplyFailed", "message": message});
+                "reason": reason, "message": message});
             if !generation.is_null() {
                 c["observedGeneration"] = generation.clone();
             }
@@ -65,7 +65,7 @@ mod tests {
     fn a_failed_apply_turns_ready_false_and_keeps_the_rest() {
         let rendered = json!({"observedGeneration": 3, "url": "x", "conditions": [
             {"type": "Available", "status": "True"}, {"type": "Ready", "status": "True"}]});
-        let failed = apply_failed(&rendered, "apply Service s: forbidden");
+        let failed = not_ready(&rendered, "ApplyFailed", "apply Service s: forbidden");
         assert_eq!(failed["url"], "x");
         let ready = failed["conditions"]
             .as_array()

@@ -28,12 +28,22 @@ impl Seen {
     }
 }
 
-/// A client whose every request is recorded and answered: a write of an object is
-/// echoed back (with a uid), a delete succeeds.
-fn mock_client() -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+/// A client whose every request is recorded and answered like a small API server: an
+/// applied object is kept and echoed back (with a uid), a read finds what was applied
+/// (or what `existing` holds) or answers 404, a delete succeeds.
+fn mock_client(existing: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
+    let path_of = |o: &Value| {
+        format!(
+            "/api/v1/namespaces/{}/configmaps/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or("ns"),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        )
+    };
+    let mut objects: std::collections::HashMap<String, Value> =
+        existing.iter().map(|o| (path_of(o), o.clone())).collect();
     tokio::spawn(async move {
         while let Some((request, respond)) = handle.next_request().await {
             let method = request.method().to_string();
@@ -47,8 +57,16 @@ fn mock_client() -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
                 query,
                 body: body.clone(),
             });
-            let answer = match method.as_str() {
-                "DELETE" => json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
+            let (code, answer) = match method.as_str() {
+                "DELETE" => (
+                    StatusCode::OK,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                ),
+                "GET" => match objects.get(&path) {
+                    Some(o) => (StatusCode::OK, o.clone()),
+                    None => (StatusCode::NOT_FOUND, not_found),
+                },
                 _ => {
                     let mut obj = if body.get("metadata").is_some() {
                         body
@@ -56,11 +74,14 @@ fn mock_client() -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
                         parent(None)
                     };
                     obj["metadata"]["uid"] = json!("answered-uid");
-                    obj
+                    if path.contains("/configmaps/") {
+                        objects.insert(path, obj.clone());
+                    }
+                    (StatusCode::OK, obj)
                 }
             };
             let response = Response::builder()
-                .status(StatusCode::OK)
+                .status(code)
                 .body(Body::from(serde_json::to_vec(&answer).unwrap()))
                 .unwrap();
             respond.send_response(response);
@@ -119,12 +140,18 @@ impl World {
     }
 
     fn with(text: &str) -> World {
+        World::existing(text, Vec::new())
+    }
+
+    /// A world in which `existing` objects are on the API server but not in the store
+    /// (made by hand or by another controller).
+    fn existing(text: &str, existing: Vec<Value>) -> World {
         let (mut defs, diags) = compile_file("d.yaml", text);
         assert!(diags.0.is_empty(), "{diags}");
         let def = Arc::new(defs.remove(0));
         let parents = HandFed::new(&def.parent, "widgets", true);
         let children = HandFed::new(&Gvk::parse("v1", "ConfigMap").unwrap(), "configmaps", true);
-        let (client, seen) = mock_client();
+        let (client, seen) = mock_client(existing);
         let ctx = Arc::new(Context::new(
             client,
             def,
@@ -165,11 +192,13 @@ async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
     assert_eq!(
         short,
         [
+            "GET /api/v1/namespaces/ns/configmaps/w-cm",
             "PATCH /api/v1/namespaces/ns/configmaps/w-cm",
             "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
-        ]
+        ],
+        "one read before the first write: the one extra round trip a new child costs"
     );
-    let apply = &sent[0];
+    let apply = &sent[1];
     assert!(apply.query.contains("fieldManager=stencil"), "{}", apply.query);
     assert!(
         !apply.query.contains("force"),
@@ -179,7 +208,7 @@ async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
     assert_eq!(apply.body["data"]["size"], "3");
     assert_eq!(apply.body["metadata"]["labels"][labels::PARENT_UID], "parent-uid");
     assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "parent-uid");
-    assert_eq!(sent[1].body["status"]["conditions"].as_array().map(Vec::len), Some(2));
+    assert_eq!(sent[2].body["status"]["conditions"].as_array().map(Vec::len), Some(2));
 }
 
 #[tokio::test]
@@ -188,7 +217,7 @@ async fn a_converged_parent_sends_nothing() {
     let first = w.reconcile(parent(None)).await;
     // The world as the first reconcile left it: the applied child, and the written status
     // with the child now observed and Ready.
-    let mut child = first[0].body.clone();
+    let mut child = first[1].body.clone();
     child["metadata"]["uid"] = json!("child-uid");
     w.children.apply(child);
     let status = w.reconcile(parent(None)).await[0].body["status"].clone();
@@ -200,7 +229,7 @@ async fn a_converged_parent_sends_nothing() {
 async fn a_child_no_longer_rendered_is_deleted_with_its_uid_as_precondition() {
     let mut w = World::new();
     let first = w.reconcile(parent(None)).await;
-    let mut child = first[0].body.clone();
+    let mut child = first[1].body.clone();
     child["metadata"]["uid"] = json!("child-uid");
     w.children.apply(child.clone());
     let mut old = child;
@@ -239,7 +268,7 @@ async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
 async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_children_first() {
     let mut w = World::new();
     let first = w.reconcile(parent(None)).await;
-    let mut child = first[0].body.clone();
+    let mut child = first[1].body.clone();
     child["metadata"]["uid"] = json!("child-uid");
     w.children.apply(child);
     let mut deleted = parent(None);
@@ -292,7 +321,7 @@ async fn a_busy_render_leaves_the_async_thread_free() {
     let sent = w.reconcile(parent(None)).await;
     let took = started.elapsed();
     ticker.abort();
-    assert_eq!(sent[0].body["data"]["size"], "3", "the busy template rendered");
+    assert_eq!(sent[1].body["data"]["size"], "3", "the busy template rendered");
     let ticks = ticks.lock().unwrap();
     let longest = ticks
         .windows(2)
@@ -346,4 +375,121 @@ async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
     // A request for a parent that is not there is not kept either.
     w.ctx.requested(&refs[0]);
     assert_eq!(w.ctx.tracked(), (0, 0, 0));
+}
+
+/// `orders`' ConfigMap, made by hand: no Stencil label, written by kubectl.
+fn hand_made(owners: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "w-cm", "namespace": "ns", "uid": "hand-uid", "resourceVersion": "7",
+            "ownerReferences": owners, "managedFields": [{"manager": "kubectl-client-side-apply"}]},
+        "data": {"size": "precious"}})
+}
+
+fn events(w: &World, reason: &str) -> usize {
+    w.seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path.contains("/events") && s.body["reason"] == reason)
+        .count()
+}
+
+fn adopting(definition: &str) -> String {
+    definition.replace("    - name: cm\n", "    - name: cm\n      adopt: IfUnowned\n")
+}
+
+#[tokio::test]
+async fn a_hand_made_object_is_never_written_and_the_conflict_is_said_once() {
+    let mut w = World::existing(DEFINITION, vec![hand_made(json!([]))]);
+    let sent = w.reconcile(parent(None)).await;
+    let short: Vec<String> = sent.iter().map(Seen::short).collect();
+    assert_eq!(
+        short,
+        [
+            "GET /api/v1/namespaces/ns/configmaps/w-cm",
+            "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
+        ],
+        "nothing but the parent's status is written"
+    );
+    let status = sent[1].body["status"].clone();
+    let ready = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("Conflict"))
+    );
+    let message = ready["message"].as_str().unwrap();
+    assert!(
+        message.contains("ConfigMap ns/w-cm") && message.contains("kubectl-client-side-apply"),
+        "{message}"
+    );
+    assert_eq!(events(&w, "Conflict"), 1);
+    // The same state again: no write, no second event.
+    let mut with_status = parent(Some(status));
+    with_status["metadata"]["resourceVersion"] = json!("2");
+    let again = w.reconcile(with_status).await;
+    assert_eq!(
+        again.iter().map(Seen::short).collect::<Vec<_>>(),
+        ["GET /api/v1/namespaces/ns/configmaps/w-cm"]
+    );
+    assert_eq!(events(&w, "Conflict"), 0, "the cleared log holds no new Conflict event");
+}
+
+#[tokio::test]
+async fn an_unowned_object_is_adopted_when_the_child_says_so() {
+    let mut w = World::existing(&adopting(DEFINITION), vec![hand_made(json!([]))]);
+    let sent = w.reconcile(parent(None)).await;
+    let apply = sent
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
+        .expect("the adoption applies");
+    assert!(
+        apply.query.contains("force=true"),
+        "adoption takes the fields over: {}",
+        apply.query
+    );
+    assert_eq!(apply.body["metadata"]["labels"][labels::PARENT_UID], "parent-uid");
+    assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "parent-uid");
+    assert_eq!(events(&w, "Adopted"), 1);
+}
+
+#[tokio::test]
+async fn an_object_another_controller_controls_is_not_adopted() {
+    let rs =
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs-uid", "controller": true}]);
+    let mut w = World::existing(&adopting(DEFINITION), vec![hand_made(rs)]);
+    let sent = w.reconcile(parent(None)).await;
+    assert!(
+        !sent
+            .iter()
+            .any(|s| s.path.ends_with("/configmaps/w-cm") && s.method != "GET"),
+        "{sent:?}"
+    );
+    let status = &sent.last().unwrap().body["status"];
+    assert!(
+        status.to_string().contains("controlled by ReplicaSet web-1"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn another_parents_object_in_the_store_stays_with_it_without_a_request() {
+    let mut w = World::new();
+    let mut theirs = hand_made(
+        json!([{"apiVersion": "example.org/v1", "kind": "Widget", "name": "first", "uid": "first-uid", "controller": true}]),
+    );
+    theirs["metadata"]["labels"] = json!({labels::PARENT_UID: "first-uid", labels::PARENT_NAME: "first",
+        labels::PARENT_NAMESPACE: "ns", labels::DEFINITION: "widgets.example.org", labels::CHILD: "cm"});
+    w.children.apply(theirs);
+    let sent = w.reconcile(parent(None)).await;
+    assert_eq!(
+        sent.iter().map(Seen::short).collect::<Vec<_>>(),
+        ["PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status"]
+    );
+    assert!(sent[0].body.to_string().contains("parent ns/first"), "{}", sent[0].body);
 }

@@ -31,7 +31,14 @@ pub(super) fn triggers(
     let ctx = ctx.clone();
     stream_from(events).flat_map(move |obj| {
         let refs = match role {
-            Role::Child => child_parent(&ctx, &obj).into_iter().collect::<Vec<_>>(),
+            Role::Child => {
+                let mut refs: Vec<ParentRef> = child_parent(&ctx, &obj).into_iter().collect();
+                // Parents waiting for another's object to be let go.
+                if let Some(key) = ObjectKey::of_object(&obj) {
+                    refs.extend(ctx.waiting.lock().expect("waiting lock").readers(&key));
+                }
+                refs
+            }
             Role::Lookup => ObjectKey::of_object(&obj)
                 .map(|key| ctx.readers.lock().expect("readers lock").readers(&key))
                 .unwrap_or_default(),

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::compile::{CompiledDefinition, Origin, names, template_message, template_position};
-use crate::definition::{Child, UpdatePolicy};
+use crate::definition::{Adopt, Child, UpdatePolicy};
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
 use crate::object_key::ObjectKey;
@@ -49,6 +49,8 @@ pub struct DesiredChild {
     pub child: String,
     /// How it is brought up to date.
     pub update_policy: UpdatePolicy,
+    /// Whether it may take over an existing object nobody controls.
+    pub adopt: Adopt,
     /// The object, labelled and owned, ready for server-side apply.
     pub object: Value,
 }
@@ -306,6 +308,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
                 desired.extend(objects.into_iter().map(|object| DesiredChild {
                     child: child.name.clone(),
                     update_policy: child.update_policy,
+                    adopt: child.adopt,
                     object,
                 }));
             }

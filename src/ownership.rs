@@ -1,0 +1,161 @@
+//! Whether an existing object is Stencil's to write, purely: the controller asks before it
+//! applies over an object, and `stencil render`/`stencil test` ask about the observed
+//! objects they are given. An object is ours when it carries this parent's
+//! `stencil.dev/parent-uid` label and no other controller's ownerReference; anything
+//! else is never written, pruned or deleted, unless the child says `adopt: IfUnowned`
+//! and nobody controls the object.
+
+use serde_json::Value;
+
+use crate::definition::Adopt;
+use crate::labels;
+use crate::object_key::ObjectKey;
+
+/// What to do with an existing object of a desired child's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// There is none: create it.
+    Absent,
+    /// It is this parent's: bring it in line.
+    Ours,
+    /// Nobody controls it and the child may adopt it: take it over.
+    Adopt,
+    /// Someone else holds it: leave it alone and say who.
+    Conflict(String),
+}
+
+/// Judges the live object (if any) that a desired child of the parent with `parent_uid`
+/// would write.
+pub fn judge(live: Option<&Value>, parent_uid: &str, adopt: Adopt) -> Verdict {
+    let Some(live) = live else {
+        return Verdict::Absent;
+    };
+    let what = ObjectKey::of_value(live).map_or_else(|| "the object".to_string(), |k| k.to_string());
+    let label = |key: &str| {
+        live.pointer(&format!("/metadata/labels/{}", key.replace('/', "~1")))
+            .and_then(Value::as_str)
+    };
+    let controller = live
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .and_then(|refs| refs.iter().find(|r| r.get("controller") == Some(&Value::Bool(true))));
+    let controlled_by_other = controller.filter(|r| r.get("uid").and_then(Value::as_str) != Some(parent_uid));
+    match (label(labels::PARENT_UID), controlled_by_other) {
+        (Some(uid), None) if uid == parent_uid => Verdict::Ours,
+        (Some(uid), _) if uid != parent_uid => {
+            let parent = match (label(labels::PARENT_NAMESPACE), label(labels::PARENT_NAME)) {
+                (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                (None, Some(name)) => name.to_string(),
+                _ => format!("uid {uid}"),
+            };
+            let definition = label(labels::DEFINITION).unwrap_or("another definition");
+            Verdict::Conflict(format!(
+                "{what} belongs to parent {parent} of {definition}; it keeps the object until it lets it go"
+            ))
+        }
+        (_, Some(owner)) => {
+            let kind = owner.get("kind").and_then(Value::as_str).unwrap_or("?");
+            let name = owner.get("name").and_then(Value::as_str).unwrap_or("?");
+            Verdict::Conflict(format!(
+                "{what} exists and is controlled by {kind} {name}; Stencil leaves it alone"
+            ))
+        }
+        _ if adopt == Adopt::IfUnowned => Verdict::Adopt,
+        _ => Verdict::Conflict(format!(
+            "{what} exists and was not created by Stencil ({}); set `adopt: IfUnowned` on the child to take it over",
+            managers(live)
+        )),
+    }
+}
+
+/// Who wrote an object, from its managed fields.
+fn managers(live: &Value) -> String {
+    let mut names: Vec<&str> = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|m| {
+            m.iter()
+                .filter_map(|e| e.get("manager").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.dedup();
+    if names.is_empty() {
+        "no field manager recorded".into()
+    } else {
+        format!("field managers: {}", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cm(labels: Value, owners: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "orders-config", "namespace": "shop",
+            "labels": labels, "ownerReferences": owners,
+            "managedFields": [{"manager": "kubectl-client-side-apply"}, {"manager": "helm"}]}})
+    }
+
+    #[test]
+    fn a_missing_object_is_created() {
+        assert_eq!(judge(None, "p", Adopt::Never), Verdict::Absent);
+    }
+
+    #[test]
+    fn an_object_with_this_parents_label_is_ours() {
+        let live = cm(
+            json!({labels::PARENT_UID: "p"}),
+            json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
+        );
+        assert_eq!(judge(Some(&live), "p", Adopt::Never), Verdict::Ours);
+    }
+
+    #[test]
+    fn a_hand_made_object_is_a_conflict_naming_its_managers_unless_adoptable() {
+        let live = cm(json!({}), json!([]));
+        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::Never) else {
+            panic!()
+        };
+        assert!(message.contains("ConfigMap shop/orders-config"), "{message}");
+        assert!(message.contains("kubectl-client-side-apply, helm"), "{message}");
+        assert_eq!(judge(Some(&live), "p", Adopt::IfUnowned), Verdict::Adopt);
+    }
+
+    #[test]
+    fn an_object_another_controller_controls_is_never_adopted() {
+        let live = cm(
+            json!({}),
+            json!([{"uid": "rs", "controller": true, "kind": "ReplicaSet", "name": "web-1"}]),
+        );
+        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::IfUnowned) else {
+            panic!()
+        };
+        assert!(message.contains("controlled by ReplicaSet web-1"), "{message}");
+    }
+
+    #[test]
+    fn another_parents_object_stays_with_it() {
+        let live = cm(
+            json!({labels::PARENT_UID: "q", labels::PARENT_NAME: "first", labels::PARENT_NAMESPACE: "shop", labels::DEFINITION: "shops"}),
+            json!([{"uid": "q", "controller": true, "kind": "Shop", "name": "first"}]),
+        );
+        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::IfUnowned) else {
+            panic!()
+        };
+        assert!(message.contains("parent shop/first of shops"), "{message}");
+    }
+
+    #[test]
+    fn our_label_on_an_object_another_controller_took_is_a_conflict() {
+        let live = cm(
+            json!({labels::PARENT_UID: "p"}),
+            json!([{"uid": "x", "controller": true, "kind": "Other", "name": "o"}]),
+        );
+        assert!(matches!(
+            judge(Some(&live), "p", Adopt::IfUnowned),
+            Verdict::Conflict(_)
+        ));
+    }
+}
