@@ -63,7 +63,7 @@ pub fn render(args: &RenderArgs) -> Result<ExitCode> {
     for path in &args.lookups {
         lookup_objects.extend(read_yaml_stream(path)?);
     }
-    let observed = golden::observed_by_child(observed).map_err(anyhow::Error::msg)?;
+    let observed = golden::split_observed(observed, &parent);
     let out = golden::render_offline(def, &loaded.definitions, &parent, &observed, &lookup_objects)?;
     match args.output {
         Format::Json => println!("{}", serde_json::to_string_pretty(&out.to_json())?),
@@ -72,6 +72,12 @@ pub fn render(args: &RenderArgs) -> Result<ExitCode> {
             print!("{}", yaml::to_stream(&objects)?);
             for w in &out.waiting {
                 eprintln!("waiting: {} (on {})", w.child, w.on.join(", "));
+            }
+            for c in &out.conflicts {
+                eprintln!("conflict: {c}");
+            }
+            for a in &out.adoptions {
+                eprintln!("adopt: {a}");
             }
         }
     }

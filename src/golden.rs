@@ -90,25 +90,37 @@ pub enum Outcome {
     Updated,
 }
 
-/// Groups observed objects by the `stencil.dev/child` label they carry.
-pub fn observed_by_child(objects: Vec<Value>) -> Result<BTreeMap<String, Vec<Value>>, String> {
-    let mut by_child: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+/// Observed objects as the controller would see them around a parent.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// The parent's children by child name: objects with a `stencil.dev/child` label and
+    /// no other parent's `stencil.dev/parent-uid`.
+    pub children: BTreeMap<String, Vec<Value>>,
+    /// Every other object: made by hand, by another controller, or another parent's. A
+    /// desired object that one of them names is a conflict or an adoption.
+    pub existing: Vec<Value>,
+}
+
+/// Splits observed objects into the parent's children and objects that are not its own.
+pub fn split_observed(objects: Vec<Value>, parent: &Value) -> Observed {
+    let uid = parent.pointer("/metadata/uid").and_then(Value::as_str);
+    let mut observed = Observed::default();
     for obj in objects {
-        let child = obj
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(labels::CHILD))
-            .and_then(Value::as_str);
-        let Some(child) = child else {
-            let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("object");
-            let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
-            return Err(format!(
-                "observed {kind} {name} has no `{}` label; add it with the child's name (Stencil sets it on every child it creates)",
-                labels::CHILD
-            ));
+        let label = |key: &str| {
+            obj.pointer("/metadata/labels")
+                .and_then(|l| l.get(key))
+                .and_then(Value::as_str)
         };
-        by_child.entry(child.to_string()).or_default().push(obj);
+        let theirs = label(labels::PARENT_UID).is_some_and(|p| Some(p) != uid);
+        match label(labels::CHILD) {
+            Some(child) if !theirs => {
+                let child = child.to_string();
+                observed.children.entry(child).or_default().push(obj);
+            }
+            _ => observed.existing.push(obj),
+        }
     }
-    Ok(by_child)
+    observed
 }
 
 /// Picks the one definition a command means: the named one, or the only one.
@@ -188,31 +200,39 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
         }
         _ => return Err(input_error("give exactly one of parent and parentFile".into())),
     };
-    let observed = observed_by_child(case.observed).map_err(input_error)?;
+    let observed = split_observed(case.observed, &parent);
     Ok(render_offline(def, &loaded.definitions, &parent, &observed, &case.lookups)?.to_json())
 }
 
 /// The offline render `stencil render` and `stencil test` share: lookups are answered
-/// from `lookup_objects`, and scopes come from the definitions loaded beside `def`.
+/// from `lookup_objects`, scopes come from the definitions loaded beside `def`, and
+/// desired objects that `observed.existing` names are settled as the controller would
+/// (a conflict, or an adoption).
 pub fn render_offline(
     def: &CompiledDefinition,
     loaded: &[CompiledDefinition],
     parent: &Value,
-    observed: &BTreeMap<String, Vec<Value>>,
+    observed: &Observed,
     lookup_objects: &[Value],
 ) -> Result<render::RenderOutput, render::RenderFailure> {
     let scopes = crate::compile::scopes(loaded);
     let requests = render::lookup_requests(def, parent, &scopes)?;
     let lookups = render::match_lookups(&requests, lookup_objects);
-    render::render(
+    let mut out = render::render(
         def,
         RenderInput {
             parent,
-            observed,
+            observed: &observed.children,
             lookups: &lookups,
             scopes: &scopes,
         },
-    )
+    )?;
+    let uid = parent
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    crate::ownership::settle(&mut out, &observed.existing, uid);
+    Ok(out)
 }
 
 /// Runs one case against its expected file, or rewrites that file when `update` is set.
@@ -269,11 +289,15 @@ mod tests {
     }
 
     #[test]
-    fn observed_objects_need_the_child_label() {
-        let ok = json!({"kind": "Secret", "metadata": {"name": "s", "labels": {"stencil.dev/child": "credentials"}}});
-        let grouped = observed_by_child(vec![ok]).unwrap();
-        assert_eq!(grouped["credentials"].len(), 1);
-        let err = observed_by_child(vec![json!({"kind": "Secret", "metadata": {"name": "s"}})]).unwrap_err();
-        assert!(err.contains("stencil.dev/child"), "{err}");
+    fn objects_without_the_child_label_or_of_another_parent_are_not_children() {
+        let parent = json!({"metadata": {"name": "p", "uid": "mine"}});
+        let child =
+            json!({"kind": "Secret", "metadata": {"name": "s", "labels": {"stencil.dev/child": "credentials"}}});
+        let theirs = json!({"kind": "Secret", "metadata": {"name": "t",
+            "labels": {"stencil.dev/child": "credentials", "stencil.dev/parent-uid": "other"}}});
+        let hand_made = json!({"kind": "Secret", "metadata": {"name": "h"}});
+        let observed = split_observed(vec![child, theirs, hand_made], &parent);
+        assert_eq!(observed.children["credentials"].len(), 1);
+        assert_eq!(observed.existing.len(), 2);
     }
 }

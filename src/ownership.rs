@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::definition::Adopt;
 use crate::labels;
 use crate::object_key::ObjectKey;
+use crate::render::RenderOutput;
 
 /// What to do with an existing object of a desired child's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +66,31 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, adopt: Adopt) -> Verdict {
             "{what} exists and was not created by Stencil ({}); set `adopt: IfUnowned` on the child to take it over",
             managers(live)
         )),
+    }
+}
+
+/// Settles a render against `existing` objects that are not among the parent's observed
+/// children (offline: the objects given to `stencil render` and `stencil test` without a
+/// `stencil.dev/child` label): each desired object that one of them names is a conflict
+/// (and the parent not Ready), or an adoption, as the controller would decide.
+pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str) {
+    let mut conflicts = Vec::new();
+    for child in &out.children {
+        let Some(key) = ObjectKey::of_value(&child.object) else {
+            continue;
+        };
+        let Some(live) = existing.iter().find(|o| ObjectKey::of_value(o).as_ref() == Some(&key)) else {
+            continue;
+        };
+        match judge(Some(live), parent_uid, child.adopt) {
+            Verdict::Conflict(message) => conflicts.push(message),
+            Verdict::Adopt => out.adoptions.push(key.to_string()),
+            Verdict::Absent | Verdict::Ours => {}
+        }
+    }
+    if !conflicts.is_empty() {
+        out.status = crate::render::not_ready(&out.status, "Conflict", &conflicts.join("; "));
+        out.conflicts = conflicts;
     }
 }
 

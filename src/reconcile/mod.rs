@@ -143,7 +143,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
                 }
                 Err(e) => {
                     // The parent says why it is not Ready; the error is retried with backoff.
-                    let failed = status::not_ready(&out.status, "ApplyFailed", &e.to_string());
+                    let failed = render::not_ready(&out.status, "ApplyFailed", &e.to_string());
                     if let Err(status_error) = status::write(ctx, parent, &failed).await {
                         tracing::warn!(error = %status_error, "could not write the status");
                     }
@@ -175,7 +175,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
             tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "conflict: {message}");
             ctx.event(parent, EventType::Warning, "Conflict", message.clone()).await;
         }
-        status::write(ctx, parent, &status::not_ready(&out.status, "Conflict", &message)).await?;
+        status::write(ctx, parent, &render::not_ready(&out.status, "Conflict", &message)).await?;
         // A holder's child that goes wakes this parent through the watch; an object made
         // by hand is not watched, so it is looked at again within a minute.
         return Ok(Action::requeue(ctx.resync().min(CONFLICT_RETRY)));

@@ -10,7 +10,7 @@ mod status;
 
 pub(crate) use decorate::label_value;
 pub use lookups::{LookupRequest, lookup_requests, match_lookups};
-pub use status::failure_status;
+pub use status::{failure_status, not_ready};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -73,16 +73,29 @@ pub struct RenderOutput {
     pub waiting: Vec<Waiting>,
     /// The parent's status: fields, conditions, `observedGeneration`.
     pub status: Value,
+    /// Desired objects that exist and are not this parent's (offline, from the objects
+    /// given; [`crate::ownership::settle`]): `Kind namespace/name` and why.
+    pub conflicts: Vec<String>,
+    /// Desired objects that exist, are nobody's, and would be adopted.
+    pub adoptions: Vec<String>,
 }
 
 impl RenderOutput {
-    /// `{"children": [...], "status": {...}, "waiting": [...]}`, as `stencil render -o json` prints.
+    /// `{"children": [...], "status": {...}, "waiting": [...]}`, as `stencil render -o json`
+    /// prints, with `conflicts` and `adoptions` when there are any.
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut out = json!({
             "children": self.children.iter().map(|c| c.object.clone()).collect::<Vec<_>>(),
             "status": self.status,
             "waiting": self.waiting,
-        })
+        });
+        if !self.conflicts.is_empty() {
+            out["conflicts"] = json!(self.conflicts);
+        }
+        if !self.adoptions.is_empty() {
+            out["adoptions"] = json!(self.adoptions);
+        }
+        out
     }
 }
 
@@ -326,6 +339,8 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
         children: desired,
         waiting,
         status,
+        conflicts: Vec::new(),
+        adoptions: Vec::new(),
     })
 }
 

@@ -173,3 +173,43 @@ pub fn failure_status(parent: &Value, failure: &RenderFailure) -> Value {
     }
     status
 }
+
+/// `rendered` with `Ready` False (and `Reconciling` True) for `reason`, the rest kept: a
+/// child could not be applied (`ApplyFailed`), or its object is not this parent's
+/// (`Conflict`).
+pub fn not_ready(rendered: &Value, reason: &str, message: &str) -> Value {
+    let mut status = rendered.clone();
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        conditions.retain(|c| c["type"] != "Ready" && c["type"] != "Reconciling");
+        let generation = rendered.get("observedGeneration").cloned().unwrap_or(Value::Null);
+        let generation = generation.as_i64();
+        conditions.push(condition("Ready", false, reason, message, generation));
+        conditions.push(condition("Reconciling", true, reason, message, generation));
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_apply_turns_ready_false_and_keeps_the_rest() {
+        let rendered = json!({"observedGeneration": 3, "url": "x", "conditions": [
+            {"type": "Available", "status": "True"}, {"type": "Ready", "status": "True"}]});
+        let failed = not_ready(&rendered, "ApplyFailed", "apply Service s: forbidden");
+        assert_eq!(failed["url"], "x");
+        let ready = failed["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap();
+        assert_eq!(
+            (ready["status"].as_str(), ready["reason"].as_str()),
+            (Some("False"), Some("ApplyFailed"))
+        );
+        assert_eq!(ready["observedGeneration"], 3);
+        assert_eq!(failed["conditions"].as_array().unwrap().len(), 3);
+    }
+}

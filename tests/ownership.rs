@@ -1,0 +1,220 @@
+//! Ownership on the rig: Stencil never takes, changes or deletes an object it did not
+//! create; it adopts one nobody controls only when the child says so; two parents never
+//! fight over one object; an orphaned child outlives its parent without Stencil's marks.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    Stencil, TestNamespace, child, client, condition, definition, start_stencil, unique_group, wait_established,
+    wait_for,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// A ConfigMap child named by the parent's `spec.target`, so two parents can render one name.
+const TARGET: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.spec.target }}\ndata:\n  owner: {{ parent.metadata.name | quote }}";
+
+struct World {
+    client: Client,
+    ns: TestNamespace,
+    group: String,
+    stencil: Stencil,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn new(entry: &str) -> World {
+        let client = client().await;
+        let ns = TestNamespace::new(&client, "own").await;
+        let group = unique_group();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("d.yaml"), definition(&group, entry, "")).unwrap();
+        let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+        wait_established(&client, &format!("widgets.{group}")).await;
+        World {
+            client,
+            ns,
+            group,
+            stencil,
+            _dir: dir,
+        }
+    }
+
+    fn widgets(&self) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
+        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+    }
+
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn create_widget(&self, name: &str, target: &str) {
+        let obj: DynamicObject =
+            serde_json::from_value(json!({"apiVersion": format!("{}/v1", self.group), "kind": "Widget",
+            "metadata": {"name": name}, "spec": {"target": target}}))
+            .unwrap();
+        common::create_when_served(&self.widgets(), &obj).await;
+    }
+
+    /// Waits for the parent's `Ready` condition to have `reason`; returns its message.
+    async fn ready_reason(&self, name: &str, reason: &str) -> String {
+        let api = self.widgets();
+        wait_for(&format!("{name} Ready with reason {reason}"), TIMEOUT, || async {
+            let c = condition(&api.get(name).await.ok()?.data, "Ready")?;
+            (c["reason"] == reason).then(|| c["message"].as_str().unwrap_or_default().to_string())
+        })
+        .await
+    }
+
+    async fn hand_made(&self, name: &str, owners: Value) -> ConfigMap {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name, "ownerReferences": owners},
+            "data": {"owner": "a person"}}))
+        .unwrap();
+        self.configmaps().create(&PostParams::default(), &cm).await.unwrap()
+    }
+}
+
+fn entry(extra: &str) -> String {
+    child("cm", TARGET).replacen("    - name: cm\n", &format!("    - name: cm\n{extra}"), 1)
+}
+
+#[tokio::test]
+async fn a_hand_made_object_is_left_untouched_and_outlives_the_parent() {
+    let w = World::new(&entry("")).await;
+    let before = w.hand_made("orders-config", json!([])).await;
+    w.create_widget("orders", "orders-config").await;
+    let message = w.ready_reason("orders", "Conflict").await;
+    assert!(
+        message.contains("ConfigMap") && message.contains("orders-config"),
+        "{message}"
+    );
+    assert!(message.contains("not created by Stencil"), "{message}");
+    let events = common::run_tool("kubectl", &["get", "events", "-n", &w.ns.name, "-o", "json"]);
+    let conflicts = serde_json::from_str::<Value>(&events).unwrap()["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "Conflict")
+        .count();
+    assert_eq!(conflicts, 1, "one Warning event for the conflict");
+    w.widgets().delete("orders", &DeleteParams::default()).await.unwrap();
+    wait_for("the parent to go", TIMEOUT, || async {
+        matches!(w.widgets().get_opt("orders").await, Ok(None)).then_some(())
+    })
+    .await;
+    let after = w
+        .configmaps()
+        .get("orders-config")
+        .await
+        .expect("the hand-made object is still there");
+    assert_eq!(
+        after.resource_version(),
+        before.resource_version(),
+        "not a byte changed"
+    );
+    assert_eq!(after.data, before.data);
+}
+
+#[tokio::test]
+async fn an_unowned_object_is_adopted_only_when_the_child_says_so() {
+    let w = World::new(&entry("      adopt: IfUnowned\n")).await;
+    w.hand_made("legacy", json!([])).await;
+    w.create_widget("migrated", "legacy").await;
+    w.ready_reason("migrated", "AllChildrenReady").await;
+    let cm = w.configmaps().get("legacy").await.unwrap();
+    assert_eq!(cm.data.unwrap()["owner"], "migrated", "its fields are Stencil's now");
+    assert!(cm.labels().contains_key("stencil.dev/parent-uid"));
+    assert!(
+        cm.owner_references()
+            .iter()
+            .any(|r| r.controller == Some(true) && r.name == "migrated")
+    );
+}
+
+#[tokio::test]
+async fn an_object_another_controller_controls_is_not_adopted_even_if_unowned_is_allowed() {
+    let w = World::new(&entry("      adopt: IfUnowned\n")).await;
+    let holder = w.hand_made("holder", json!([])).await;
+    let owners = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "holder",
+        "uid": holder.metadata.uid, "controller": true}]);
+    let before = w.hand_made("controlled", owners).await;
+    w.create_widget("taker", "controlled").await;
+    let message = w.ready_reason("taker", "Conflict").await;
+    assert!(message.contains("controlled by ConfigMap holder"), "{message}");
+    let after = w.configmaps().get("controlled").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version());
+}
+
+#[tokio::test]
+async fn two_parents_rendering_one_name_do_not_fight_and_the_second_takes_over_when_the_first_lets_go() {
+    let w = World::new(&entry("")).await;
+    w.create_widget("first", "shared").await;
+    w.ready_reason("first", "AllChildrenReady").await;
+    w.create_widget("second", "shared").await;
+    let message = w.ready_reason("second", "Conflict").await;
+    assert!(message.contains("first"), "the conflict names the holder: {message}");
+    // Idle: the holder's object is written by nobody, the waiting parent's status once.
+    let cm = w.configmaps().get("shared").await.unwrap();
+    w.stencil.take_writes();
+    let reconciles = w.stencil.reconciles();
+    let touch = json!({"metadata": {"annotations": {"touched": "1"}}});
+    for name in ["first", "second"] {
+        w.widgets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
+    }
+    wait_for("both parents reconciled again", TIMEOUT, || async {
+        (w.stencil.reconciles() >= reconciles + 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        w.stencil.take_writes(),
+        Vec::<String>::new(),
+        "no writes in the idle window"
+    );
+    assert_eq!(
+        w.configmaps().get("shared").await.unwrap().resource_version(),
+        cm.resource_version()
+    );
+    // The holder goes: the waiting parent takes the object over.
+    w.widgets().delete("first", &DeleteParams::default()).await.unwrap();
+    w.ready_reason("second", "AllChildrenReady").await;
+    let cm = w.configmaps().get("shared").await.unwrap();
+    assert_eq!(cm.data.unwrap()["owner"], "second");
+}
+
+#[tokio::test]
+async fn an_orphaned_child_outlives_its_parent_without_stencils_marks() {
+    let w = World::new(&entry("      deletionPolicy: Orphan\n")).await;
+    w.create_widget("db", "db-credentials").await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
+    wait_for("the parent to go", TIMEOUT, || async {
+        matches!(w.widgets().get_opt("db").await, Ok(None)).then_some(())
+    })
+    .await;
+    let cm = w
+        .configmaps()
+        .get("db-credentials")
+        .await
+        .expect("the orphaned child stays");
+    assert!(cm.owner_references().is_empty(), "{:?}", cm.owner_references());
+    assert!(
+        !cm.labels().keys().any(|k| k.starts_with("stencil.dev/")),
+        "{:?}",
+        cm.labels()
+    );
+    // A later parent of the same name does not inherit it silently.
+    w.create_widget("db", "db-credentials").await;
+    w.ready_reason("db", "Conflict").await;
+}
