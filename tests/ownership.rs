@@ -130,7 +130,11 @@ async fn an_unowned_object_is_adopted_only_when_the_child_says_so() {
     w.create_widget("migrated", "legacy").await;
     w.ready_reason("migrated", "AllChildrenReady").await;
     let cm = w.configmaps().get("legacy").await.unwrap();
-    assert_eq!(cm.data.as_ref().unwrap()["owner"], "migrated", "its fields are Stencil's now");
+    assert_eq!(
+        cm.data.as_ref().unwrap()["owner"],
+        "migrated",
+        "its fields are Stencil's now"
+    );
     assert!(cm.labels().contains_key("stencil.dev/parent-uid"));
     assert!(
         cm.owner_references()
@@ -217,4 +221,47 @@ async fn an_orphaned_child_outlives_its_parent_without_stencils_marks() {
     // A later parent of the same name does not inherit it silently.
     w.create_widget("db", "db-credentials").await;
     w.ready_reason("db", "Conflict").await;
+}
+
+#[tokio::test]
+async fn teardown_waits_for_a_dependent_before_deleting_what_it_depends_on() {
+    let creds = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-creds\ndata:\n  password: s3cret";
+    let app =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-app\ndata:\n  uses: creds";
+    let entries = format!(
+        "{}{}",
+        child("creds", creds),
+        child("app", app).replacen("    - name: app\n", "    - name: app\n      dependsOn: [creds]\n", 1)
+    );
+    let w = World::new(&entries).await;
+    w.create_widget("db", "unused").await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    // Hold the dependent with a finalizer of its own.
+    let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
+    w.configmaps()
+        .patch("db-app", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
+    let message = w.ready_reason("db", "Deleting").await;
+    assert!(
+        message.contains("db-app") && message.contains("test.stencil.dev/hold"),
+        "{message}"
+    );
+    assert!(message.contains("then creds"), "{message}");
+    assert!(
+        w.configmaps().get_opt("db-creds").await.unwrap().is_some(),
+        "what the held child depends on is still there"
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    w.configmaps()
+        .patch("db-app", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    wait_for("the parent and its children to go", TIMEOUT, || async {
+        let parent = w.widgets().get_opt("db").await.ok()?;
+        let creds = w.configmaps().get_opt("db-creds").await.ok()?;
+        (parent.is_none() && creds.is_none()).then_some(())
+    })
+    .await;
 }

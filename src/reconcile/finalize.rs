@@ -2,7 +2,10 @@
 //! garbage collector cannot clean up alone; on deletion, each child goes by its deletion
 //! policy (the child's, or else the definition's): `Delete` removes it and waits for it
 //! to go, `Orphan` strips Stencil's ownerReference and labels; then the finalizer is
-//! removed.
+//! removed. Deletions go in waves, in reverse `dependsOn` order: a child is deleted only
+//! once every child that depends on it is gone.
+
+use std::collections::BTreeSet;
 
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -97,14 +100,16 @@ pub(super) fn policy_of(ctx: &Context, child: &DynamicObject) -> DeletionPolicy 
         .unwrap_or(ctx.def.spec.finalize.deletion_policy)
 }
 
-/// Whether any child may be orphaned, which needs the finalizer to strip it in time.
-pub(super) fn orphans_any(ctx: &Context) -> bool {
+/// Whether deleting a parent needs Stencil, not only the garbage collector: a child may
+/// be orphaned (it must be stripped in time), or children depend on each other (they go
+/// in reverse dependsOn order).
+pub(super) fn teardown_needs_stencil(ctx: &Context) -> bool {
     let default = ctx.def.spec.finalize.deletion_policy;
     ctx.def
         .spec
         .children
         .iter()
-        .any(|c| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan)
+        .any(|c| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan || !c.depends_on.is_empty())
 }
 
 /// Strips Stencil's ownerReference and labels from a child that outlives its parent, so a
@@ -142,29 +147,55 @@ async fn orphan(ctx: &Context, child: &DynamicObject, uid: &str) -> Result<(), R
 }
 
 /// Cleans up after a deleted parent, then releases it: each child is deleted or orphaned
-/// as its policy says; a child already terminating is waited for, not deleted again; one
-/// failed request does not stop the others.
+/// as its policy says, deletions in reverse dependsOn order; a child already terminating
+/// is waited for, not deleted again; one failed request does not stop the others.
 pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action, ReconcileError> {
     if !has_finalizer(parent) {
         return Ok(Action::await_change());
     }
     let uid = parent.uid().unwrap_or_default();
-    let mut blocking = Vec::new();
+    let children = ctx.observed(&uid);
+    let (orphaned, deleted): (Vec<_>, Vec<_>) = children
+        .into_iter()
+        .partition(|c| policy_of(ctx, c) == DeletionPolicy::Orphan);
     let mut errors = Vec::new();
-    for child in ctx.observed(&uid) {
-        if policy_of(ctx, &child) == DeletionPolicy::Orphan {
-            if let Err(e) = orphan(ctx, &child, &uid).await {
-                errors.push(e);
-            }
+    for child in &orphaned {
+        if let Err(e) = orphan(ctx, child, &uid).await {
+            errors.push(e);
+        }
+    }
+    // Reverse dependsOn order: an entry's objects go only once no entry that depends on
+    // it has objects left (a StatefulSet before the Secret it mounts).
+    let present: BTreeSet<String> = deleted
+        .iter()
+        .filter_map(|c| c.labels().get(labels::CHILD).cloned())
+        .collect();
+    let held = |entry: &str| {
+        ctx.def
+            .spec
+            .children
+            .iter()
+            .any(|c| present.contains(&c.name) && c.depends_on.iter().any(|d| d == entry))
+    };
+    let mut blocking = Vec::new();
+    let mut later = BTreeSet::new();
+    for child in &deleted {
+        let entry = child
+            .labels()
+            .get(labels::CHILD)
+            .map(String::as_str)
+            .unwrap_or_default();
+        if held(entry) {
+            later.insert(entry.to_string());
             continue;
         }
-        let live = to_json(&child);
+        let live = to_json(child);
         if child.metadata.deletion_timestamp.is_some() {
             let finalizers = child.finalizers().join(", ");
             blocking.push(format!("{} (finalizers: {finalizers})", describe(&live)));
             continue;
         }
-        let Some(api) = ctx.child_api(&child) else {
+        let Some(api) = ctx.child_api(child) else {
             continue;
         };
         match apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted").await {
@@ -175,6 +206,12 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
                 source,
             }),
         }
+    }
+    if !later.is_empty() {
+        blocking.push(format!(
+            "then {} (in reverse dependsOn order)",
+            later.into_iter().collect::<Vec<_>>().join(", ")
+        ));
     }
     ReconcileError::all(errors)?;
     if !blocking.is_empty() {

@@ -122,8 +122,9 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         "rendered"
     );
     // The garbage collector removes children that carry the parent's ownerReference; the
-    // finalizer is needed only for the others, and to orphan children on deletion.
-    if finalize::orphans_any(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
+    // finalizer is needed only for the others, to orphan children, and to delete them in
+    // reverse dependsOn order.
+    if finalize::teardown_needs_stencil(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
         finalize::ensure(ctx, parent).await?;
     }
     // Children that are rendered together do not depend on each other (dependsOn holds

@@ -493,3 +493,95 @@ async fn another_parents_object_in_the_store_stays_with_it_without_a_request() {
     );
     assert!(sent[0].body.to_string().contains("parent ns/first"), "{}", sent[0].body);
 }
+
+const WAVES: &str = "apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: widgets.example.org
+spec:
+  parent:
+    apiVersion: example.org/v1
+    kind: Widget
+  children:
+    - name: creds
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ parent.metadata.name }}-creds
+    - name: app
+      dependsOn: [creds]
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ parent.metadata.name }}-app
+";
+
+/// The configmap writes among `sent`, as `METHOD name`.
+fn configmap_writes(sent: &[Seen]) -> Vec<String> {
+    sent.iter()
+        .filter(|s| s.method != "GET" && s.path.contains("/configmaps/"))
+        .map(|s| format!("{} {}", s.method, s.path.rsplit('/').next().unwrap()))
+        .collect()
+}
+
+#[tokio::test]
+async fn teardown_goes_in_reverse_depends_on_order() {
+    let mut w = World::with(WAVES);
+    let first = w.reconcile(parent(None)).await;
+    assert_eq!(configmap_writes(&first), ["PATCH w-creds"], "app waits for creds");
+    let creds = first
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/w-creds"))
+        .unwrap()
+        .body
+        .clone();
+    w.children.apply(creds);
+    let second = w.reconcile(parent(None)).await;
+    assert_eq!(configmap_writes(&second), ["PATCH w-app"]);
+    let app = second
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/w-app"))
+        .unwrap()
+        .body
+        .clone();
+    w.children.apply(app.clone());
+    assert!(
+        first
+            .iter()
+            .any(|s| s.body["metadata"]["finalizers"] == json!([labels::FINALIZER])),
+        "children that depend on each other need the finalizer, even where the garbage collector could clean up"
+    );
+
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!([labels::FINALIZER]);
+    w.parents.apply(deleted.clone());
+    let run = |w: &World| {
+        let obj: DynamicObject = serde_json::from_value(deleted.clone()).unwrap();
+        let ctx = w.ctx.clone();
+        w.seen.lock().unwrap().clear();
+        async move { reconcile(Arc::new(obj), ctx).await }
+    };
+    let waiting = run(&w).await;
+    assert_eq!(
+        configmap_writes(&w.seen.lock().unwrap()),
+        ["DELETE w-app"],
+        "the dependent goes first"
+    );
+    let Err(ReconcileError::Waiting(message)) = waiting else {
+        panic!("{waiting:?}")
+    };
+    assert!(
+        message.contains("then creds"),
+        "the parent says what comes next: {message}"
+    );
+    w.children.delete(app);
+    let _ = run(&w).await;
+    assert_eq!(
+        configmap_writes(&w.seen.lock().unwrap()),
+        ["DELETE w-creds"],
+        "then what it depended on"
+    );
+}
