@@ -1,0 +1,121 @@
+use super::*;
+use crate::compile::compile_file;
+
+fn bundled() -> Vec<CompiledDefinition> {
+    let mut defs = Vec::new();
+    for name in ["database", "website", "tenant"] {
+        let path = format!("{}/operators/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let (d, diags) = compile_file(&path, &std::fs::read_to_string(&path).unwrap());
+        assert!(diags.0.is_empty(), "{diags}");
+        defs.extend(d);
+    }
+    defs
+}
+
+#[test]
+fn the_chart_ships_the_bundled_operators_rules() {
+    let defs = bundled();
+    let options = Options {
+        name: "stencil".into(),
+        ..Options::default()
+    };
+    let n = needs(&defs, &crate::compile::scopes(&defs), &options);
+    let generated = crate::yaml::to_string(&json!({"rbac": {
+        "clusterRules": n.cluster.policy_rules(),
+        "namespacedRules": n.namespaced.policy_rules(),
+    }}))
+    .unwrap();
+    let shipped = include_str!("../../charts/stencil/files/bundled-rbac.yaml");
+    assert!(
+        shipped == generated,
+        "charts/stencil/files/bundled-rbac.yaml is stale; run `make chart`"
+    );
+}
+
+#[test]
+fn plurals_follow_the_rest_mapper() {
+    let p = |kind: &str| plural(&Gvk::parse("v1", kind).unwrap(), &[]);
+    assert_eq!(p("ConfigMap"), "configmaps");
+    assert_eq!(p("Ingress"), "ingresses");
+    assert_eq!(p("NetworkPolicy"), "networkpolicies");
+    assert_eq!(p("Endpoints"), "endpoints");
+    assert_eq!(p("Gateway"), "gateways");
+}
+
+#[test]
+fn the_bundled_operators_need_exactly_these_verbs() {
+    let defs = bundled();
+    let scopes = crate::compile::scopes(&defs);
+    let options = Options {
+        cluster_definitions: true,
+        name: "stencil".into(),
+        ..Options::default()
+    };
+    let n = needs(&defs, &scopes, &options).cluster;
+    assert!(n.allows("examples.stencil.dev", "databases", "watch", None));
+    assert!(n.allows("examples.stencil.dev", "databases/status", "patch", None));
+    assert!(!n.allows("examples.stencil.dev", "databases", "delete", None));
+    assert!(n.allows("apps", "statefulsets", "create", None));
+    assert!(n.allows("", "namespaces", "delete", None));
+    assert!(n.allows("rbac.authorization.k8s.io", "rolebindings", "patch", None));
+    assert!(!n.allows("rbac.authorization.k8s.io", "clusterroles", "patch", None));
+    assert!(n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("edit")));
+    assert!(!n.allows("rbac.authorization.k8s.io", "clusterroles", "bind", Some("admin")));
+    assert!(!n.allows("", "pods", "list", None));
+    assert!(n.allows(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "patch",
+        Some("tenants.examples.stencil.dev")
+    ));
+    assert!(!n.allows(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        "patch",
+        Some("other.example.com")
+    ));
+    assert!(n.allows("apiextensions.k8s.io", "customresourcedefinitions", "create", None));
+    assert!(!n.allows("coordination.k8s.io", "leases", "update", None));
+    let rules = n.policy_rules();
+    assert!(
+        rules
+            .iter()
+            .all(|r| r["verbs"].as_array().unwrap().iter().all(|v| v != "*"))
+    );
+}
+
+#[test]
+fn namespaces_move_namespaced_kinds_into_roles() {
+    let defs = bundled();
+    let scopes = crate::compile::scopes(&defs);
+    let options = Options {
+        namespaces: vec!["a".into(), "b".into()],
+        leader_election: true,
+        name: "stencil".into(),
+        ..Options::default()
+    };
+    let n = needs(&defs, &scopes, &options);
+    assert!(n.namespaced.allows("apps", "statefulsets", "patch", None));
+    assert!(!n.cluster.allows("apps", "statefulsets", "patch", None));
+    assert!(n.cluster.allows("", "namespaces", "create", None));
+    assert!(n.namespaced.allows("coordination.k8s.io", "leases", "update", None));
+    let m = manifests(&n, &options);
+    assert_eq!(m.iter().filter(|o| o["kind"] == "Role").count(), 2);
+    // Two namespaces share one cluster-wide watch per kind: reading is cluster-wide.
+    assert!(n.cluster.allows("apps", "statefulsets", "watch", None));
+    assert!(n.cluster.allows("apps", "statefulsets", "list", None));
+}
+
+#[test]
+fn one_namespace_is_watched_there_alone() {
+    let defs = bundled();
+    let scopes = crate::compile::scopes(&defs);
+    let options = Options {
+        namespaces: vec!["a".into()],
+        name: "stencil".into(),
+        ..Options::default()
+    };
+    let n = needs(&defs, &scopes, &options);
+    assert!(n.namespaced.allows("apps", "statefulsets", "watch", None));
+    assert!(!n.cluster.allows("apps", "statefulsets", "watch", None));
+}
