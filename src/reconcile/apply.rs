@@ -79,7 +79,15 @@ pub(super) async fn child(
     // made by hand or by another controller. One read before the first write says so.
     let live = match live {
         Some(l) => Some(l),
-        None => api.get_opt(&name).await.map_err(kube_err("read"))?.map(|o| to_json(&o)),
+        None => match api.get_opt(&name).await {
+            Ok(found) => found.map(|o| to_json(&o)),
+            Err(e) => {
+                count(ctx, &desired, "error");
+                ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
+                    .await;
+                return Err(kube_err("read")(e));
+            }
+        },
     };
     let uid = parent.metadata.uid.as_deref().unwrap_or_default();
     let adopting = match ownership::judge(live.as_ref(), uid, child.adopt) {

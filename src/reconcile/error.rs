@@ -68,6 +68,7 @@ impl ReconcileError {
                 .map(|d| {
                     let verb = match *action {
                         "delete" | "prune" => "delete",
+                        "read" => "get",
                         _ => "patch",
                     };
                     crate::rbac::missing_rule(&d.group, &d.kind, verb)
