@@ -24,41 +24,81 @@ async fn applied(p: &Process, definition: &str) -> f64 {
     p.metric(&sample).await.unwrap_or(0.0)
 }
 
+/// Two `stencil run` processes sharing one Lease over a Widget definition, once one of
+/// them leads.
+struct Pair {
+    client: kube::Client,
+    ns: TestNamespace,
+    group: String,
+    procs: Vec<Process>,
+    gauge: String,
+    leader: usize,
+    dir: tempfile::TempDir,
+}
+
+impl Pair {
+    async fn start(prefix: &str, extra: &[&str]) -> Pair {
+        let client = client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let group = unique_group();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("widgets.yaml"),
+            definition(&group, &child("cm", CM), ""),
+        )
+        .unwrap();
+        let lease = format!("stencil-{}", &group[..9]);
+        let mut args = vec![
+            format!("--definitions={}", dir.path().display()),
+            format!("--namespace={}", ns.name),
+            "--no-cluster-definitions".to_string(),
+            "--leader-elect".to_string(),
+            format!("--leader-election-id={lease}"),
+            format!("--leader-election-namespace={}", ns.name),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let kubeconfig = common::kubeconfig_path();
+        let procs = vec![
+            spawn_stencil(&args, &kubeconfig, dir.path().join("a.log")),
+            spawn_stencil(&args, &kubeconfig, dir.path().join("b.log")),
+        ];
+        let gauge = format!("leader_election_master_status{{name=\"{lease}\"}}");
+        let leader = wait_for("one leader and one standby", Duration::from_secs(60), || async {
+            match (procs[0].metric(&gauge).await, procs[1].metric(&gauge).await) {
+                (Some(x), Some(y)) if x + y == 1.0 => Some(if x == 1.0 { 0 } else { 1 }),
+                _ => None,
+            }
+        })
+        .await;
+        Pair {
+            client,
+            ns,
+            group,
+            procs,
+            gauge,
+            leader,
+            dir,
+        }
+    }
+
+    fn widgets(&self) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
+        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+    }
+
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+}
+
 #[tokio::test]
 async fn only_the_leader_reconciles_and_the_standby_takes_over_after_a_kill() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "leader").await;
-    let group = unique_group();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("widgets.yaml"),
-        definition(&group, &child("cm", CM), ""),
-    )
-    .unwrap();
-    let lease = format!("stencil-{}", &group[..9]);
-    let args = vec![
-        format!("--definitions={}", dir.path().display()),
-        format!("--namespace={}", ns.name),
-        "--no-cluster-definitions".to_string(),
-        "--leader-elect".to_string(),
-        format!("--leader-election-id={lease}"),
-        format!("--leader-election-namespace={}", ns.name),
-    ];
-    let kubeconfig = common::kubeconfig_path();
-    let mut procs = vec![
-        spawn_stencil(&args, &kubeconfig, dir.path().join("a.log")),
-        spawn_stencil(&args, &kubeconfig, dir.path().join("b.log")),
-    ];
-    let gauge = format!("leader_election_master_status{{name=\"{lease}\"}}");
-    let leader = wait_for("one leader and one standby", Duration::from_secs(60), || async {
-        match (procs[0].metric(&gauge).await, procs[1].metric(&gauge).await) {
-            (Some(x), Some(y)) if x + y == 1.0 => Some(if x == 1.0 { 0 } else { 1 }),
-            _ => None,
-        }
-    })
-    .await;
+    let mut pair = Pair::start("leader", &[]).await;
+    let (leader, gauge, group) = (pair.leader, pair.gauge.clone(), pair.group.clone());
+    let (widgets, cms) = (pair.widgets(), pair.configmaps());
+    let procs = &mut pair.procs;
     let standby = 1 - leader;
-    for p in &procs {
+    for p in procs.iter() {
         assert_eq!(
             p.get("/readyz").await.unwrap().0,
             200,
@@ -66,9 +106,6 @@ async fn only_the_leader_reconciles_and_the_standby_takes_over_after_a_kill() {
         );
     }
 
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let def = format!("widgets.{group}");
     create_widget(&widgets, &group, "one").await;
     wait_for("the leader to create the child", Duration::from_secs(60), || async {
@@ -126,47 +163,24 @@ async fn fenced(p: &Process, result: &str) -> Option<f64> {
 /// take the Lease.
 #[tokio::test]
 async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
-    let client = client().await;
-    let ns = TestNamespace::new(&client, "fence").await;
-    let group = unique_group();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("widgets.yaml"),
-        definition(&group, &child("cm", CM), ""),
-    )
-    .unwrap();
-    let lease = format!("stencil-{}", &group[..9]);
     // A Lease shortened by hand: 6 s, renewed every second, written for at most 4 s after
     // the last renewal.
-    let args = vec![
-        format!("--definitions={}", dir.path().display()),
-        format!("--namespace={}", ns.name),
-        "--no-cluster-definitions".to_string(),
-        "--leader-elect".to_string(),
-        format!("--leader-election-id={lease}"),
-        format!("--leader-election-namespace={}", ns.name),
-        "--lease-duration=6s".to_string(),
-        "--renew-deadline=4s".to_string(),
-        "--retry-period=1s".to_string(),
-        "--log-format=json".to_string(),
+    let shortened = [
+        "--lease-duration=6s",
+        "--renew-deadline=4s",
+        "--retry-period=1s",
+        "--log-format=json",
     ];
-    let kubeconfig = common::kubeconfig_path();
-    let procs = [
-        spawn_stencil(&args, &kubeconfig, dir.path().join("a.log")),
-        spawn_stencil(&args, &kubeconfig, dir.path().join("b.log")),
-    ];
-    let gauge = format!("leader_election_master_status{{name=\"{lease}\"}}");
-    let leader = wait_for("one leader and one standby", Duration::from_secs(60), || async {
-        match (procs[0].metric(&gauge).await, procs[1].metric(&gauge).await) {
-            (Some(x), Some(y)) if x + y == 1.0 => Some(if x == 1.0 { 0 } else { 1 }),
-            _ => None,
-        }
-    })
-    .await;
+    let pair = Pair::start("fence", &shortened).await;
+    let (leader, gauge, group) = (pair.leader, pair.gauge.clone(), pair.group.clone());
+    let (widgets, cms) = (pair.widgets(), pair.configmaps());
+    let Pair {
+        procs,
+        ns: _ns,
+        dir: _dir,
+        ..
+    } = pair;
     let (old, new) = (&procs[leader], &procs[1 - leader]);
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     create_widget(&widgets, &group, "one").await;
     wait_for("the leader to create the child", Duration::from_secs(60), || async {
         cms.get_opt("one-cm").await.ok()?

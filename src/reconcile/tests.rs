@@ -168,6 +168,16 @@ impl World {
         }
     }
 
+    /// Reconciles a new parent and stores the child it applied, as the watch would;
+    /// returns the stored child.
+    async fn create_child(&mut self) -> Value {
+        let first = self.reconcile(parent(None)).await;
+        let mut child = first[1].body.clone();
+        child["metadata"]["uid"] = json!("child-uid");
+        self.children.apply(child.clone());
+        child
+    }
+
     /// Reconciles the parent as it is now; returns the requests sent, events left out.
     async fn reconcile(&mut self, parent: Value) -> Vec<Seen> {
         self.parents.apply(parent.clone());
@@ -214,12 +224,9 @@ async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
 #[tokio::test]
 async fn a_converged_parent_sends_nothing() {
     let mut w = World::new();
-    let first = w.reconcile(parent(None)).await;
     // The world as the first reconcile left it: the applied child, and the written status
     // with the child now observed and Ready.
-    let mut child = first[1].body.clone();
-    child["metadata"]["uid"] = json!("child-uid");
-    w.children.apply(child);
+    w.create_child().await;
     let status = w.reconcile(parent(None)).await[0].body["status"].clone();
     let sent = w.reconcile(parent(Some(status))).await;
     assert!(sent.is_empty(), "a converged parent sent {sent:?}");
@@ -228,11 +235,7 @@ async fn a_converged_parent_sends_nothing() {
 #[tokio::test]
 async fn a_child_no_longer_rendered_is_deleted_with_its_uid_as_precondition() {
     let mut w = World::new();
-    let first = w.reconcile(parent(None)).await;
-    let mut child = first[1].body.clone();
-    child["metadata"]["uid"] = json!("child-uid");
-    w.children.apply(child.clone());
-    let mut old = child;
+    let mut old = w.create_child().await;
     old["metadata"]["name"] = json!("w-old");
     old["metadata"]["uid"] = json!("old-uid");
     w.children.apply(old);
@@ -267,10 +270,7 @@ async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
 #[tokio::test]
 async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_children_first() {
     let mut w = World::new();
-    let first = w.reconcile(parent(None)).await;
-    let mut child = first[1].body.clone();
-    child["metadata"]["uid"] = json!("child-uid");
-    w.children.apply(child);
+    w.create_child().await;
     let mut deleted = parent(None);
     deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
     deleted["metadata"]["finalizers"] = json!([labels::FINALIZER]);
