@@ -207,7 +207,7 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
 /// The offline render `stencil render` and `stencil test` share: lookups are answered
 /// from `lookup_objects`, scopes come from the definitions loaded beside `def`, and
 /// desired objects that `observed.existing` names are settled as the controller would
-/// (a conflict, or an adoption).
+/// (a conflict, or an adoption); a parent being deleted also shows its finalize step.
 pub fn render_offline(
     def: &CompiledDefinition,
     loaded: &[CompiledDefinition],
@@ -218,15 +218,16 @@ pub fn render_offline(
     let scopes = crate::compile::scopes(loaded);
     let requests = render::lookup_requests(def, parent, &scopes)?;
     let lookups = render::match_lookups(&requests, lookup_objects);
-    let mut out = render::render(
-        def,
-        RenderInput {
-            parent,
-            observed: &observed.children,
-            lookups: &lookups,
-            scopes: &scopes,
-        },
-    )?;
+    let input = RenderInput {
+        parent,
+        observed: &observed.children,
+        lookups: &lookups,
+        scopes: &scopes,
+    };
+    let mut out = render::render(def, input)?;
+    if def.spec.finalize.has_step() && parent.pointer("/metadata/deletionTimestamp").is_some() {
+        out.finalize = Some(render::render_finalize(def, input)?);
+    }
     let uid = parent
         .pointer("/metadata/uid")
         .and_then(Value::as_str)

@@ -31,12 +31,21 @@ pub(crate) enum Field {
     StatusValue(String),
     Condition(usize),
     StatusTemplate,
+    FinalizeUntil,
 }
 
 impl Field {
     /// The field's path as shown in errors, with children and lookups named.
     pub(crate) fn path(&self, spec: &OperatorDefinitionSpec) -> Option<String> {
-        let child = |i: &usize| spec.children.get(*i).map_or_else(|| i.to_string(), |c| c.name.clone());
+        // Children are numbered `children` first, then `finalize.children`.
+        let n = spec.children.len();
+        let child = |i: &usize| match spec.children.get(*i) {
+            Some(c) => format!("children[{}]", c.name),
+            None => spec.finalize.children.get(*i - n).map_or_else(
+                || format!("children[{i}]"),
+                |c| format!("finalize.children[{}]", c.name),
+            ),
+        };
         let lookup = |i: &usize| spec.lookups.get(*i).map_or_else(|| i.to_string(), |l| l.name.clone());
         let condition = |i: &usize| {
             spec.status
@@ -50,16 +59,17 @@ impl Field {
             Field::Crd => "spec.crd".into(),
             Field::AllowedNamespaces => "spec.allowedNamespaces".into(),
             Field::ResyncSeconds => "spec.resyncSeconds".into(),
-            Field::ChildName(i) => format!("children[{}].name", child(i)),
-            Field::ChildTemplate(i) => format!("children[{}].template", child(i)),
-            Field::ChildReadyWhen(i) => format!("children[{}].readyWhen", child(i)),
-            Field::ChildDependsOn(i) => format!("children[{}].dependsOn", child(i)),
+            Field::ChildName(i) => format!("{}.name", child(i)),
+            Field::ChildTemplate(i) => format!("{}.template", child(i)),
+            Field::ChildReadyWhen(i) => format!("{}.readyWhen", child(i)),
+            Field::ChildDependsOn(i) => format!("{}.dependsOn", child(i)),
             Field::LookupName(i) => format!("lookups[{}].name", lookup(i)),
             Field::LookupNameTemplate(i) => format!("lookups[{}].nameTemplate", lookup(i)),
             Field::LookupNamespaceTemplate(i) => format!("lookups[{}].namespaceTemplate", lookup(i)),
             Field::StatusValue(k) => format!("status.fields.{k}"),
             Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
             Field::StatusTemplate => "status.template".into(),
+            Field::FinalizeUntil => "finalize.until".into(),
         })
     }
 }
@@ -89,7 +99,11 @@ impl Locator {
     /// Where a field's value starts; the document start when the field has no position.
     pub(crate) fn origin(&self, field: &Field) -> Origin {
         let s = &self.spans.spec;
-        let child = |i: &usize| s.children.get(*i);
+        let child = |i: &usize| {
+            s.children
+                .get(*i)
+                .or_else(|| s.finalize.children.get(*i - s.children.len()))
+        };
         let lookup = |i: &usize| s.lookups.get(*i);
         let at: Option<&Spanned<Value>> = match field {
             Field::Definition => self.spans.metadata.as_ref(),
@@ -107,6 +121,7 @@ impl Locator {
             Field::StatusValue(k) => s.status.fields.get(k),
             Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
             Field::StatusTemplate => s.status.template.as_ref(),
+            Field::FinalizeUntil => s.finalize.until.as_ref(),
         };
         match at.or(self.spans.metadata.as_ref()) {
             Some(span) if !self.text.is_empty() => {
@@ -148,6 +163,14 @@ struct SpanSpec {
     children: Vec<SpanChild>,
     lookups: Vec<SpanLookup>,
     status: SpanStatus,
+    finalize: SpanFinalize,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanFinalize {
+    children: Vec<SpanChild>,
+    until: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

@@ -19,7 +19,7 @@ pub use diagnostic::{Diagnostic, Diagnostics};
 pub use position::Origin;
 pub use validate::RESERVED_STATUS_FIELDS;
 
-use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
+use crate::definition::{Child, OperatorDefinition, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
 use document::{Field, Locator};
 use rules::Rule;
@@ -74,12 +74,16 @@ pub struct CompiledDefinition {
     pub parent: Gvk,
     /// Child indices in dependency order (declaration order among independent ones).
     order: Vec<usize>,
+    /// The same for `finalize.children`, numbered after `children`.
+    finalize_order: Vec<usize>,
+    until: Option<Rule>,
     env: Environment<'static>,
     origins: BTreeMap<String, Origin>,
     ready_rules: Vec<Option<Rule>>,
     field_rules: Vec<(String, Rule)>,
     condition_rules: Vec<Rule>,
-    /// The kinds each child's template produces, by child index.
+    /// The kinds each child's template produces, by child index (`children`, then
+    /// `finalize.children`).
     pub child_kinds: Vec<Vec<Gvk>>,
 }
 
@@ -87,6 +91,50 @@ impl CompiledDefinition {
     /// Child indices in dependency order: a child comes after every child it depends on.
     pub fn order(&self) -> &[usize] {
         &self.order
+    }
+
+    /// `finalize.children` indices in dependency order, numbered after `children`.
+    pub fn finalize_order(&self) -> &[usize] {
+        &self.finalize_order
+    }
+
+    /// The child entry at `index`: `children` first, then `finalize.children`.
+    pub fn entry(&self, index: usize) -> &Child {
+        let n = self.spec.children.len();
+        self.spec
+            .children
+            .get(index)
+            .unwrap_or_else(|| &self.spec.finalize.children[index - n])
+    }
+
+    /// Every child entry, `children` then `finalize.children`, with its index.
+    pub fn entries(&self) -> impl Iterator<Item = (usize, &Child)> {
+        self.spec.children.iter().chain(&self.spec.finalize.children).enumerate()
+    }
+
+    /// Whether the entry at `index` is a finalize child.
+    pub fn is_finalize(&self, index: usize) -> bool {
+        index >= self.spec.children.len()
+    }
+
+    /// The index of the child entry named `name`, in either list.
+    pub fn entry_index(&self, name: &str) -> Option<usize> {
+        self.entries().find(|(_, c)| c.name == name).map(|(i, _)| i)
+    }
+
+    /// The template name of the child entry at `index` ([`names`]).
+    pub fn template_name(&self, index: usize) -> String {
+        let name = &self.entry(index).name;
+        if self.is_finalize(index) {
+            names::finalize_child(name)
+        } else {
+            names::child(name)
+        }
+    }
+
+    /// The compiled `finalize.until` rule, if there is one.
+    pub fn until(&self) -> Option<&Rule> {
+        self.until.as_ref()
     }
 
     /// A compiled template by its name in the definition's environment ([`names`]).
@@ -157,6 +205,10 @@ pub(crate) mod names {
     /// The template of child `name`.
     pub fn child(name: &str) -> String {
         format!("children[{name}].template")
+    }
+    /// The template of finalize child `name`.
+    pub fn finalize_child(name: &str) -> String {
+        format!("finalize.children[{name}].template")
     }
     /// The name template of lookup `name`.
     pub fn lookup_name(name: &str) -> String {
@@ -245,9 +297,15 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             }
         };
     let mut child_kinds = Vec::new();
-    for (i, child) in spec.children.iter().enumerate() {
+    let n = spec.children.len();
+    for (i, child) in spec.children.iter().chain(&spec.finalize.children).enumerate() {
+        let tname = if i < n {
+            names::child(&child.name)
+        } else {
+            names::finalize_child(&child.name)
+        };
         template(
-            names::child(&child.name),
+            tname,
             &child.template,
             Field::ChildTemplate(i),
             &mut report,
@@ -297,6 +355,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     let ready_rules: Vec<Option<Rule>> = spec
         .children
         .iter()
+        .chain(&spec.finalize.children)
         .enumerate()
         .map(|(i, c)| {
             c.ready_when
@@ -318,14 +377,22 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         .filter_map(|(i, c)| rule(&c.when, Field::Condition(i), &mut report))
         .collect();
 
+    let until = spec
+        .finalize
+        .until
+        .as_deref()
+        .and_then(|r| rule(r, Field::FinalizeUntil, &mut report));
+
     errors.sort_by_key(|d| (d.line, d.column));
     match (errors.is_empty(), parent, order) {
-        (true, Some(parent), Some(order)) => Ok(CompiledDefinition {
+        (true, Some(parent), Some((order, finalize_order))) => Ok(CompiledDefinition {
             name,
             source: locator.file().to_string(),
             spec: spec.clone(),
             parent,
             order,
+            finalize_order,
+            until,
             env,
             origins,
             ready_rules,

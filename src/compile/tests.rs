@@ -203,3 +203,73 @@ fn a_child_kind_must_be_literal() {
     assert!(d.to_string().contains("kind must be literal"), "{d}");
     assert_eq!(d.line, 13, "{d}");
 }
+
+const FINALIZE: &str = r#"  finalize:
+    until: $.children.backup.status.succeeded
+    children:
+      - name: backup
+        template: |
+          apiVersion: batch/v1
+          kind: Job
+          metadata:
+            name: {{ parent.metadata.name }}-backup
+"#;
+
+#[test]
+fn finalize_children_compile_after_the_children() {
+    let (defs, diags) = compile_file("w.yaml", &format!("{GOOD}{FINALIZE}"));
+    assert!(diags.0.is_empty(), "{diags}");
+    let def = &defs[0];
+    assert_eq!(def.finalize_order(), &[1]);
+    assert_eq!(def.entry(1).name, "backup");
+    assert!(def.is_finalize(1) && !def.is_finalize(0));
+    assert_eq!(def.template_name(1), "finalize.children[backup].template");
+    assert_eq!(def.all_child_kinds().len(), 2, "the Job kind is watched and granted too");
+    assert!(def.until().is_some());
+    assert_eq!(def.spec.finalize.timeout_seconds, 600);
+}
+
+#[test]
+fn a_finalize_child_shares_the_names_of_the_children() {
+    let d = one_error(&format!("{GOOD}{}", FINALIZE.replace("name: backup", "name: config")));
+    assert_eq!(d.error, CompileError::Duplicate("child config".into()));
+    assert_eq!(d.field.as_deref(), Some("finalize.children[config].name"));
+}
+
+#[test]
+fn a_finalize_template_error_is_located_in_the_file() {
+    let d = one_error(&format!("{GOOD}{}", FINALIZE.replace("}}-backup", "-backup")));
+    assert!(matches!(d.error, CompileError::Template(_)), "{d}");
+    assert_eq!(d.field.as_deref(), Some("finalize.children[backup].template"));
+    assert_eq!(d.line, 24, "{d}");
+}
+
+#[test]
+fn a_bad_until_rule_is_located() {
+    let d = one_error(&format!("{GOOD}{}", FINALIZE.replace("until: $.", "until: .")));
+    assert!(matches!(d.error, CompileError::Rule(_)), "{d}");
+    assert_eq!(d.field.as_deref(), Some("finalize.until"));
+    assert_eq!(d.line, 17, "{d}");
+    assert_eq!(d.column, 12, "{d}");
+}
+
+#[test]
+fn finalize_children_and_children_cannot_depend_on_each_other() {
+    let text = format!(
+        "{}{}",
+        GOOD.replace("      template: |", "      dependsOn: [backup]\n      template: |"),
+        FINALIZE.replace("        template: |", "        dependsOn: [config]\n        template: |")
+    );
+    let all = errors(&text);
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert!(all[0].to_string().contains("`backup` is a finalize child"), "{}", all[0]);
+    assert!(all[1].to_string().contains("may depend only on other finalize children"), "{}", all[1]);
+    assert_eq!(all[1].field.as_deref(), Some("finalize.children[backup].dependsOn"));
+}
+
+#[test]
+fn finalized_is_a_condition_stencil_writes() {
+    let text = format!("{GOOD}  status:\n    conditions:\n      - type: Finalized\n        when: $.parent\n");
+    let d = one_error(&text);
+    assert!(d.to_string().contains("written by Stencil"), "{d}");
+}

@@ -5,20 +5,24 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::document::Field;
 use super::{CompileError, schema};
-use crate::definition::{CrdScope, OperatorDefinitionSpec};
+use crate::definition::{Child, CrdScope, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
 
 /// Condition types Stencil writes itself.
-pub const RESERVED_CONDITIONS: &[&str] = &["Ready", "Reconciling", "Stalled"];
+pub const RESERVED_CONDITIONS: &[&str] = &["Finalized", "Ready", "Reconciling", "Stalled"];
 
 /// Status keys Stencil writes itself.
 pub const RESERVED_STATUS_FIELDS: &[&str] = &["conditions", "observedGeneration"];
 
 type Report<'a> = &'a mut dyn FnMut(Field, CompileError, Option<(u64, u64)>);
 
-/// Runs every check, reporting each problem; returns the children's dependency order
-/// when the dependencies are sound.
-pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report: Report<'_>) -> Option<Vec<usize>> {
+/// Runs every check, reporting each problem; returns the dependency order of `children`
+/// and of `finalize.children` (numbered after `children`) when the dependencies are sound.
+pub(crate) fn check(
+    spec: &OperatorDefinitionSpec,
+    parent: Option<&Gvk>,
+    report: Report<'_>,
+) -> Option<(Vec<usize>, Vec<usize>)> {
     if let Some(parent) = parent
         && !is_kind(&parent.kind)
     {
@@ -36,7 +40,8 @@ pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report:
         );
     }
     let mut seen = BTreeSet::new();
-    for (i, child) in spec.children.iter().enumerate() {
+    // One namespace for both lists: the `stencil.dev/child` label tells their objects apart.
+    for (i, child) in spec.children.iter().chain(&spec.finalize.children).enumerate() {
         if !is_identifier(&child.name) {
             report(
                 Field::ChildName(i),
@@ -133,38 +138,50 @@ pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report:
             None,
         );
     }
+    if spec.finalize.timeout_seconds == 0 {
+        report(
+            Field::FinalizeUntil,
+            CompileError::Invalid("finalize.timeoutSeconds must be at least 1".into()),
+            None,
+        );
+    }
     if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
         for problem in crd_problems(crd, parent) {
             report(Field::Crd, CompileError::Crd(problem), None);
         }
     }
-    dependency_order(spec, report)
+    let n = spec.children.len();
+    let order = dependency_order(&spec.children, &spec.finalize.children, 0, report);
+    let finalize_order = dependency_order(&spec.finalize.children, &spec.children, n, report);
+    Some((order?, finalize_order?))
 }
 
-/// Orders children so each comes after what it depends on; reports unknown names and cycles.
-fn dependency_order(spec: &OperatorDefinitionSpec, report: Report<'_>) -> Option<Vec<usize>> {
-    let index: BTreeMap<&str, usize> = spec
-        .children
+/// Orders one list of children (`children`, or `finalize.children` numbered from
+/// `offset`) so each comes after what it depends on; reports unknown names, names of the
+/// other list, and cycles.
+fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: Report<'_>) -> Option<Vec<usize>> {
+    let index: BTreeMap<&str, usize> = children
         .iter()
         .enumerate()
         .map(|(i, c)| (c.name.as_str(), i))
         .collect();
     let mut ok = true;
-    for (i, child) in spec.children.iter().enumerate() {
+    for (i, child) in children.iter().enumerate() {
         for dep in &child.depends_on {
+            let field = Field::ChildDependsOn(offset + i);
             if dep == &child.name {
-                report(
-                    Field::ChildDependsOn(i),
-                    CompileError::Cycle(format!("{0} -> {0}", child.name)),
-                    None,
-                );
+                report(field, CompileError::Cycle(format!("{0} -> {0}", child.name)), None);
+                ok = false;
+            } else if other.iter().any(|o| &o.name == dep) {
+                let hint = if offset == 0 {
+                    format!("`{dep}` is a finalize child, rendered only on deletion; a child cannot depend on it")
+                } else {
+                    format!("`{dep}` is not a finalize child; a finalize child may depend only on other finalize children (use `finalize.until` to wait on the others)")
+                };
+                report(field, CompileError::Invalid(hint), None);
                 ok = false;
             } else if !index.contains_key(dep.as_str()) {
-                report(
-                    Field::ChildDependsOn(i),
-                    CompileError::UnknownDependency(dep.clone()),
-                    None,
-                );
+                report(field, CompileError::UnknownDependency(dep.clone()), None);
                 ok = false;
             }
         }
@@ -181,7 +198,7 @@ fn dependency_order(spec: &OperatorDefinitionSpec, report: Report<'_>) -> Option
     }
     fn visit(
         i: usize,
-        spec: &OperatorDefinitionSpec,
+        children: &[Child],
         index: &BTreeMap<&str, usize>,
         marks: &mut [Mark],
         stack: &mut Vec<usize>,
@@ -199,29 +216,29 @@ fn dependency_order(spec: &OperatorDefinitionSpec, report: Report<'_>) -> Option
         }
         marks[i] = Mark::Open;
         stack.push(i);
-        for dep in &spec.children[i].depends_on {
-            visit(index[dep.as_str()], spec, index, marks, stack, order)?;
+        for dep in &children[i].depends_on {
+            visit(index[dep.as_str()], children, index, marks, stack, order)?;
         }
         stack.pop();
         marks[i] = Mark::Done;
         order.push(i);
         Ok(())
     }
-    let mut marks = vec![Mark::New; spec.children.len()];
-    let mut order = Vec::with_capacity(spec.children.len());
-    for i in 0..spec.children.len() {
+    let mut marks = vec![Mark::New; children.len()];
+    let mut order = Vec::with_capacity(children.len());
+    for i in 0..children.len() {
         let mut stack = Vec::new();
-        if let Err(cycle) = visit(i, spec, &index, &mut marks, &mut stack, &mut order) {
-            let names: Vec<&str> = cycle.iter().map(|&c| spec.children[c].name.as_str()).collect();
+        if let Err(cycle) = visit(i, children, &index, &mut marks, &mut stack, &mut order) {
+            let names: Vec<&str> = cycle.iter().map(|&c| children[c].name.as_str()).collect();
             report(
-                Field::ChildDependsOn(cycle[0]),
+                Field::ChildDependsOn(offset + cycle[0]),
                 CompileError::Cycle(names.join(" -> ")),
                 None,
             );
             return None;
         }
     }
-    Some(order)
+    Some(order.into_iter().map(|i| offset + i).collect())
 }
 
 /// What is wrong with `spec.crd` for this parent.

@@ -257,13 +257,52 @@ pub struct ConditionRule {
     pub message: Option<String>,
 }
 
-/// What happens to children when their parent is deleted.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+/// What happens when a parent is deleted: an optional finalize step (its own children,
+/// rendered only then, and a rule that ends it), then the teardown of the children.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Finalize {
     /// `Delete` (default) removes the children; `Orphan` leaves them in place.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+    /// Children rendered only while the parent is being deleted, such as a final-backup
+    /// Job; same shape as `children`. They are deleted last, after every other child.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Child>,
+    /// A JSONPath rule over the usual context; the teardown of the other children starts
+    /// once it holds. Without it, once every finalize child is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// How long the finalize step may take, counted from the parent's deletion; past it
+    /// Stencil emits a Warning `FinalizeTimeout` and tears down anyway.
+    #[serde(default = "default_finalize_timeout")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: u32,
+}
+
+impl Default for Finalize {
+    fn default() -> Self {
+        Finalize {
+            deletion_policy: DeletionPolicy::default(),
+            children: Vec::new(),
+            until: None,
+            timeout_seconds: default_finalize_timeout(),
+        }
+    }
+}
+
+impl Finalize {
+    /// Whether deletion runs a finalize step before the teardown.
+    pub fn has_step(&self) -> bool {
+        !self.children.is_empty() || self.until.is_some()
+    }
+}
+
+/// `finalize.timeoutSeconds` unless set: ten minutes.
+pub const DEFAULT_FINALIZE_TIMEOUT_SECONDS: u32 = 600;
+
+fn default_finalize_timeout() -> u32 {
+    DEFAULT_FINALIZE_TIMEOUT_SECONDS
 }
 
 /// Whether a deleted parent's children are deleted or kept.

@@ -3,19 +3,29 @@
 //! policy (the child's, or else the definition's): `Delete` removes it and waits for it
 //! to go, `Orphan` strips Stencil's ownerReference and labels; then the finalizer is
 //! removed. Deletions go in waves, in reverse `dependsOn` order: a child is deleted only
-//! once every child that depends on it is gone.
+//! once every child that depends on it is gone. A finalize step (`finalize.children`
+//! and `finalize.until`, bounded by `finalize.timeoutSeconds`) runs before the teardown,
+//! and its children go last.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use serde_json::{Value, json};
 
 use super::context::{describe, describe_object};
 use super::{Context, ReconcileError, apply, to_json};
+use crate::conditions::condition;
 use crate::definition::DeletionPolicy;
 use crate::labels;
+use crate::render;
+
+/// The condition that records the end of the finalize step.
+const FINALIZED: &str = "Finalized";
 
 fn has_finalizer(obj: &DynamicObject) -> bool {
     obj.finalizers().iter().any(|f| f == labels::FINALIZER)
@@ -90,26 +100,24 @@ pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result
 /// The deletion policy of the child entry that produced `child`: its own, or else the
 /// definition's.
 pub(super) fn policy_of(ctx: &Context, child: &DynamicObject) -> DeletionPolicy {
-    let entry = child.labels().get(labels::CHILD);
-    ctx.def
-        .spec
-        .children
-        .iter()
-        .find(|c| Some(&c.name) == entry)
-        .and_then(|c| c.deletion_policy)
+    child
+        .labels()
+        .get(labels::CHILD)
+        .and_then(|name| ctx.def.entry_index(name))
+        .and_then(|i| ctx.def.entry(i).deletion_policy)
         .unwrap_or(ctx.def.spec.finalize.deletion_policy)
 }
 
-/// Whether deleting a parent needs Stencil, not only the garbage collector: a child may
-/// be orphaned (it must be stripped in time), or children depend on each other (they go
-/// in reverse dependsOn order).
+/// Whether deleting a parent needs Stencil, not only the garbage collector: there is a
+/// finalize step, a child may be orphaned (it must be stripped in time), or children
+/// depend on each other (they go in reverse dependsOn order).
 pub(super) fn teardown_needs_stencil(ctx: &Context) -> bool {
     let default = ctx.def.spec.finalize.deletion_policy;
-    ctx.def
-        .spec
-        .children
-        .iter()
-        .any(|c| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan || !c.depends_on.is_empty())
+    ctx.def.spec.finalize.has_step()
+        || ctx
+            .def
+            .entries()
+            .any(|(_, c)| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan || !c.depends_on.is_empty())
 }
 
 /// Strips Stencil's ownerReference and labels from a child that outlives its parent, so a
@@ -146,36 +154,177 @@ async fn orphan(ctx: &Context, child: &DynamicObject, uid: &str) -> Result<(), R
     Ok(())
 }
 
-/// Cleans up after a deleted parent, then releases it: each child is deleted or orphaned
-/// as its policy says, deletions in reverse dependsOn order; a child already terminating
-/// is waited for, not deleted again; one failed request does not stop the others.
-pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action, ReconcileError> {
+/// Cleans up after a deleted parent, then releases it. First the finalize step, when the
+/// definition has one ([`step`]); then each child is deleted or orphaned as its policy
+/// says, deletions in reverse dependsOn order, the finalize children last; a child
+/// already terminating is waited for, not deleted again; one failed request does not
+/// stop the others.
+pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Result<Action, ReconcileError> {
     if !has_finalizer(parent) {
         return Ok(Action::await_change());
     }
     let uid = parent.uid().unwrap_or_default();
     let children = ctx.observed(&uid);
+    // The `Finalized` condition is the step's record: once it is written, a restarted
+    // Stencil goes on with the teardown instead of rendering the finalize children again.
+    let finalized = match finalized_condition(parent) {
+        Some(c) => Some(c),
+        None if ctx.def.spec.finalize.has_step() => match step(ctx, parent, &children).await? {
+            Step::Pending(action) => return Ok(action),
+            Step::Done(c) => Some(c),
+        },
+        None => None,
+    };
+    let (last, first): (Vec<_>, Vec<_>) = children.into_iter().partition(|c| {
+        c.labels()
+            .get(labels::CHILD)
+            .and_then(|name| ctx.def.entry_index(name))
+            .is_some_and(|i| ctx.def.is_finalize(i))
+    });
+    let mut blocking = teardown(ctx, parent, &uid, &first).await?;
+    if blocking.is_empty() {
+        blocking = teardown(ctx, parent, &uid, &last).await?;
+    } else if !last.is_empty() {
+        blocking.push("then the finalize children".to_string());
+    }
+    if !blocking.is_empty() {
+        let message = format!("deleting; waiting for {}", blocking.join(", "));
+        write_deleting(ctx, parent, &message, finalized).await?;
+        return Err(ReconcileError::Waiting(message));
+    }
+    release(&ctx.parent_api(parent), parent)
+        .await
+        .map_err(|source| ReconcileError::Kube {
+            action: "release",
+            object: describe_object(parent),
+            source,
+        })?;
+    Ok(Action::await_change())
+}
+
+/// Writes `Ready=False` with reason `Deleting`, keeping the `Finalized` record.
+async fn write_deleting(
+    ctx: &Context,
+    parent: &DynamicObject,
+    message: &str,
+    finalized: Option<Value>,
+) -> Result<(), ReconcileError> {
+    let mut conditions = vec![condition("Ready", false, "Deleting", message, None)];
+    conditions.extend(finalized);
+    super::status::write(ctx, parent, &json!({ "conditions": conditions })).await
+}
+
+/// The parent's `Finalized=True` condition, once the finalize step has ended.
+fn finalized_condition(parent: &DynamicObject) -> Option<Value> {
+    parent
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type") == Some(&json!(FINALIZED)) && c.get("status") == Some(&json!("True")))
+        .cloned()
+}
+
+/// Where the finalize step stands.
+enum Step {
+    /// Still running: look again then (a finalize child's change comes sooner).
+    Pending(Action),
+    /// Ended, by `finalize.until` or by the timeout: the `Finalized` condition to keep.
+    Done(Value),
+}
+
+/// The finalize step: renders and applies the finalize children, then checks
+/// `finalize.until` (or, without it, that every finalize child is ready). Nothing in it
+/// can hold the parent longer than `finalize.timeoutSeconds` from its deletion: a render
+/// or apply that fails counts as not done, and past the timeout Stencil emits
+/// `FinalizeTimeout` and tears down anyway.
+async fn step(
+    ctx: &Arc<Context>,
+    parent: &Arc<DynamicObject>,
+    children: &[Arc<DynamicObject>],
+) -> Result<Step, ReconcileError> {
+    let seconds = ctx.def.spec.finalize.timeout_seconds;
+    let timeout = Duration::from_secs(u64::from(seconds));
+    let elapsed = since_deletion(parent);
+    let (_, rendered) = super::render_off_thread(ctx, parent, children, render::render_finalize).await?;
+    let mut pending = Vec::new();
+    match rendered {
+        Ok(out) => {
+            let applies: Vec<_> = out.children.iter().map(|c| apply::child(ctx, parent, c)).collect();
+            for result in futures::future::join_all(applies).await {
+                match result {
+                    Ok(apply::Applied::Done | apply::Applied::Soon) => {}
+                    Ok(apply::Applied::Conflict(message)) => pending.push(message),
+                    Err(e) => pending.push(e.to_string()),
+                }
+            }
+            pending.extend(out.pending);
+        }
+        Err(failure) => {
+            ctx.event(parent, EventType::Warning, "Error", failure.to_string()).await;
+            pending.push(format!("the finalize children failed to render: {failure}"));
+        }
+    }
+    let done = |reason: &str, message: &str| condition(FINALIZED, true, reason, message, None);
+    if pending.is_empty() {
+        let c = done("Finalized", "the finalize step completed");
+        write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await?;
+        return Ok(Step::Done(c));
+    }
+    let why = pending.join("; ");
+    if elapsed >= timeout {
+        let message = format!("the finalize step did not complete within {seconds}s ({why}); tearing down anyway");
+        tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{message}");
+        // The condition is written before the teardown, so the event is emitted once.
+        let c = done("FinalizeTimeout", &message);
+        write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await?;
+        ctx.event(parent, EventType::Warning, "FinalizeTimeout", message).await;
+        return Ok(Step::Done(c));
+    }
+    let message = format!("finalizing: waiting for {why}");
+    let status = json!({"conditions": [
+        condition("Ready", false, "Finalizing", &message, None),
+        condition(FINALIZED, false, "Finalizing", &message, None),
+    ]});
+    super::status::write(ctx, parent, &status).await?;
+    Ok(Step::Pending(Action::requeue((timeout - elapsed).min(ctx.resync()))))
+}
+
+/// How long ago the parent was deleted, by this machine's clock.
+fn since_deletion(parent: &DynamicObject) -> Duration {
+    let Some(deleted) = &parent.metadata.deletion_timestamp else {
+        return Duration::ZERO;
+    };
+    Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(deleted.0)).unwrap_or_default()
+}
+
+/// Deletes or orphans `children` of one phase (the ordinary ones, or the finalize ones):
+/// deletions in reverse dependsOn order, an entry's objects only once no entry that
+/// depends on it has objects left (a StatefulSet before the Secret it mounts). Returns
+/// what is still on its way out; every failed request is reported.
+async fn teardown(
+    ctx: &Context,
+    parent: &DynamicObject,
+    uid: &str,
+    children: &[Arc<DynamicObject>],
+) -> Result<Vec<String>, ReconcileError> {
     let (orphaned, deleted): (Vec<_>, Vec<_>) = children
-        .into_iter()
+        .iter()
         .partition(|c| policy_of(ctx, c) == DeletionPolicy::Orphan);
     let mut errors = Vec::new();
     for child in &orphaned {
-        if let Err(e) = orphan(ctx, child, &uid).await {
+        if let Err(e) = orphan(ctx, child, uid).await {
             errors.push(e);
         }
     }
-    // Reverse dependsOn order: an entry's objects go only once no entry that depends on
-    // it has objects left (a StatefulSet before the Secret it mounts).
     let present: BTreeSet<String> = deleted
         .iter()
         .filter_map(|c| c.labels().get(labels::CHILD).cloned())
         .collect();
     let held = |entry: &str| {
         ctx.def
-            .spec
-            .children
-            .iter()
-            .any(|c| present.contains(&c.name) && c.depends_on.iter().any(|d| d == entry))
+            .entries()
+            .any(|(_, c)| present.contains(&c.name) && c.depends_on.iter().any(|d| d == entry))
     };
     let mut blocking = Vec::new();
     let mut later = BTreeSet::new();
@@ -214,18 +363,5 @@ pub(super) async fn run(ctx: &Context, parent: &DynamicObject) -> Result<Action,
         ));
     }
     ReconcileError::all(errors)?;
-    if !blocking.is_empty() {
-        let message = format!("deleting; waiting for {}", blocking.join(", "));
-        let status = json!({"conditions": [crate::conditions::condition("Ready", false, "Deleting", &message, None)]});
-        super::status::write(ctx, parent, &status).await?;
-        return Err(ReconcileError::Waiting(message));
-    }
-    release(&ctx.parent_api(parent), parent)
-        .await
-        .map_err(|source| ReconcileError::Kube {
-            action: "release",
-            object: describe_object(parent),
-            source,
-        })?;
-    Ok(Action::await_change())
+    Ok(blocking)
 }

@@ -32,7 +32,8 @@ use crate::gvk::Gvk;
 use crate::labels;
 use crate::metrics;
 use crate::object_key::ObjectKey;
-use crate::render::{self, RenderInput, RenderOutput};
+use crate::compile::CompiledDefinition;
+use crate::render::{self, RenderInput};
 use context::{describe, describe_object};
 use triggers::{Role, stream_from, triggers};
 
@@ -106,7 +107,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     let uid = parent.metadata.uid.clone().unwrap_or_default();
     let observed_objects = ctx.observed(&uid);
     let render_started = std::time::Instant::now();
-    let (parent_json, rendered) = render_off_thread(ctx, parent, &observed_objects).await?;
+    let (parent_json, rendered) = render_off_thread(ctx, parent, &observed_objects, render::render).await?;
     ctx.metrics
         .template_render_seconds
         .get_or_create(&metrics::definition(&ctx.def.name))
@@ -188,15 +189,20 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     })
 }
 
-type Rendered = (Value, Result<RenderOutput, render::RenderFailure>);
+/// The parent as JSON, and what `render` made of it.
+type Rendered<T> = (Value, Result<T, render::RenderFailure>);
+
+/// A pure render of one parent: [`render::render`] or [`render::render_finalize`].
+type RenderFn<T> = fn(&CompiledDefinition, RenderInput<'_>) -> Result<T, render::RenderFailure>;
 
 /// Reads the lookups and renders on the blocking pool: a template may spend its whole
 /// fuel, which must not hold up the async threads that serve every other parent.
-async fn render_off_thread(
+async fn render_off_thread<T: Send + 'static>(
     ctx: &Arc<Context>,
     parent: &Arc<DynamicObject>,
     observed_objects: &[Arc<DynamicObject>],
-) -> Result<Rendered, ReconcileError> {
+    render: RenderFn<T>,
+) -> Result<Rendered<T>, ReconcileError> {
     let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for o in observed_objects {
         if let Some(child) = o.labels().get(labels::CHILD) {
@@ -213,7 +219,7 @@ async fn render_off_thread(
                 lookups: &lookups,
                 scopes: &job_ctx.scopes,
             };
-            render::render(&job_ctx.def, input)
+            render(&job_ctx.def, input)
         });
         (parent_json, rendered)
     })

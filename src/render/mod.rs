@@ -78,11 +78,13 @@ pub struct RenderOutput {
     pub conflicts: Vec<String>,
     /// Desired objects that exist, are nobody's, and would be adopted.
     pub adoptions: Vec<String>,
+    /// The finalize step, offline, for a parent that carries a deletionTimestamp.
+    pub finalize: Option<FinalizeOutput>,
 }
 
 impl RenderOutput {
     /// `{"children": [...], "status": {...}, "waiting": [...]}`, as `stencil render -o json`
-    /// prints, with `conflicts` and `adoptions` when there are any.
+    /// prints, with `conflicts`, `adoptions` and `finalize` when there are any.
     pub fn to_json(&self) -> Value {
         let mut out = json!({
             "children": self.children.iter().map(|c| c.object.clone()).collect::<Vec<_>>(),
@@ -94,6 +96,9 @@ impl RenderOutput {
         }
         if !self.adoptions.is_empty() {
             out["adoptions"] = json!(self.adoptions);
+        }
+        if let Some(f) = &self.finalize {
+            out["finalize"] = f.to_json();
         }
         out
     }
@@ -246,7 +251,7 @@ fn definition_value(def: &CompiledDefinition) -> Value {
 /// the one observed object (the newest, while an old one awaits pruning).
 fn children_context(def: &CompiledDefinition, observed: &BTreeMap<String, Vec<Value>>) -> Map<String, Value> {
     let mut ctx = Map::new();
-    for child in &def.spec.children {
+    for (_, child) in def.entries() {
         let mut objects = observed.get(&child.name).cloned().unwrap_or_default();
         let key = |o: &Value| {
             let created = o
@@ -269,16 +274,32 @@ fn children_context(def: &CompiledDefinition, observed: &BTreeMap<String, Vec<Va
     ctx
 }
 
-/// Renders a parent: its desired children, the children still waiting, and its status.
-pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
-    let info = ParentInfo::new(def, input.parent);
-    let context = json!({
+/// The context every template and rule of a parent sees.
+fn context(def: &CompiledDefinition, input: &RenderInput<'_>) -> Value {
+    json!({
         "parent": input.parent,
         "children": children_context(def, input.observed),
         "lookups": input.lookups,
         "definition": definition_value(def),
-    });
-    let jinja_ctx = JinjaValue::from(Serde(&context));
+    })
+}
+
+/// What rendering one list of child entries gives.
+struct Entries<'a> {
+    desired: Vec<DesiredChild>,
+    waiting: Vec<Waiting>,
+    ready: BTreeMap<&'a str, Readiness>,
+}
+
+/// Renders the entries at `order` (indices into [`CompiledDefinition::entry`]): an entry
+/// is held back while a lookup is missing or what it depends on is not ready.
+fn render_entries<'a>(
+    info: &ParentInfo<'a>,
+    order: &[usize],
+    jinja_ctx: &JinjaValue,
+    input: &RenderInput<'_>,
+) -> Result<Entries<'a>, RenderFailure> {
+    let def = info.def;
     let missing_lookups: Vec<String> = def
         .spec
         .lookups
@@ -286,39 +307,41 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
         .filter(|l| !l.optional && !input.lookups.contains_key(&l.name))
         .map(|l| format!("lookups.{}", l.name))
         .collect();
-
-    let mut desired = Vec::new();
-    let mut waiting = Vec::new();
+    let mut out = Entries {
+        desired: Vec::new(),
+        waiting: Vec::new(),
+        ready: BTreeMap::new(),
+    };
     let mut errors = Vec::new();
-    let mut ready: BTreeMap<&str, Readiness> = BTreeMap::new();
-    for &i in def.order() {
-        let child = &def.spec.children[i];
+    for &i in order {
+        let child = def.entry(i);
         let blockers: Vec<String> = if missing_lookups.is_empty() {
             child
                 .depends_on
                 .iter()
-                .filter(|d| !ready.get(d.as_str()).is_some_and(Readiness::is_ready))
+                .filter(|d| !out.ready.get(d.as_str()).is_some_and(Readiness::is_ready))
                 .cloned()
                 .collect()
         } else {
             missing_lookups.clone()
         };
         if !blockers.is_empty() {
-            ready.insert(
+            out.ready.insert(
                 &child.name,
                 Readiness::NotReady(format!("waiting for {}", blockers.join(", "))),
             );
-            waiting.push(Waiting {
+            out.waiting.push(Waiting {
                 child: child.name.clone(),
                 on: blockers,
             });
             continue;
         }
-        match render_child(&info, child, &def.child_kinds[i], &jinja_ctx, input.scopes) {
+        match render_child(info, i, jinja_ctx, input.scopes) {
             Ok(objects) => {
                 let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
-                ready.insert(&child.name, status::child_readiness(def, i, &objects, observed));
-                desired.extend(objects.into_iter().map(|object| DesiredChild {
+                out.ready
+                    .insert(&child.name, status::child_readiness(def, i, &objects, observed));
+                out.desired.extend(objects.into_iter().map(|object| DesiredChild {
                     child: child.name.clone(),
                     update_policy: child.update_policy,
                     adopt: child.adopt,
@@ -326,33 +349,102 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
                 }));
             }
             Err(mut e) => {
-                ready.insert(&child.name, Readiness::NotReady("render failed".into()));
+                out.ready.insert(&child.name, Readiness::NotReady("render failed".into()));
                 errors.append(&mut e);
             }
         }
     }
-    if !errors.is_empty() {
-        return Err(RenderFailure(errors));
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(RenderFailure(errors))
     }
-    let status = status::status(&info, &context, &ready, &waiting).map_err(|e| RenderFailure(vec![e]))?;
+}
+
+/// Renders a parent: its desired children, the children still waiting, and its status.
+pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
+    let info = ParentInfo::new(def, input.parent);
+    let context = context(def, &input);
+    let jinja_ctx = JinjaValue::from(Serde(&context));
+    let entries = render_entries(&info, def.order(), &jinja_ctx, &input)?;
+    let status = status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
     Ok(RenderOutput {
-        children: desired,
-        waiting,
+        children: entries.desired,
+        waiting: entries.waiting,
         status,
         conflicts: Vec::new(),
         adoptions: Vec::new(),
+        finalize: None,
+    })
+}
+
+/// The finalize step of a parent being deleted: its finalize children, and whether the
+/// teardown of the other children may start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinalizeOutput {
+    /// The finalize children to apply, in dependency order.
+    pub children: Vec<DesiredChild>,
+    /// Finalize children held back by their dependencies.
+    pub waiting: Vec<Waiting>,
+    /// `None` when the step is done (`finalize.until` holds, or without it, every
+    /// finalize child is ready); otherwise what it waits for.
+    pub pending: Option<String>,
+}
+
+impl FinalizeOutput {
+    /// `{"children": [...], "waiting": [...], "done": bool, "pending": "..."}`, as
+    /// `stencil render` prints for a parent that carries a deletionTimestamp.
+    pub fn to_json(&self) -> Value {
+        let mut out = json!({
+            "children": self.children.iter().map(|c| c.object.clone()).collect::<Vec<_>>(),
+            "waiting": self.waiting,
+            "done": self.pending.is_none(),
+        });
+        if let Some(p) = &self.pending {
+            out["pending"] = json!(p);
+        }
+        out
+    }
+}
+
+/// Renders the finalize step of a parent being deleted.
+pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<FinalizeOutput, RenderFailure> {
+    let info = ParentInfo::new(def, input.parent);
+    let context = context(def, &input);
+    let jinja_ctx = JinjaValue::from(Serde(&context));
+    let entries = render_entries(&info, def.finalize_order(), &jinja_ctx, &input)?;
+    let pending = match def.until() {
+        Some(rule) if rule.holds(&context) => None,
+        Some(rule) => Some(format!("finalize.until `{}` does not hold", rule.source())),
+        None => {
+            let not_ready: Vec<String> = entries
+                .ready
+                .iter()
+                .filter_map(|(name, r)| match r {
+                    Readiness::NotReady(why) => Some(format!("{name} ({why})")),
+                    Readiness::Ready => None,
+                })
+                .collect();
+            (!not_ready.is_empty()).then(|| format!("finalize children not ready: {}", not_ready.join(", ")))
+        }
+    };
+    Ok(FinalizeOutput {
+        children: entries.desired,
+        waiting: entries.waiting,
+        pending,
     })
 }
 
 /// Renders one child's template into labelled, owned objects.
 fn render_child(
     info: &ParentInfo<'_>,
-    child: &Child,
-    declared: &[Gvk],
+    index: usize,
     ctx: &JinjaValue,
     scopes: &Scopes,
 ) -> Result<Vec<Value>, Vec<RenderError>> {
-    let template = names::child(&child.name);
+    let child = info.def.entry(index);
+    let declared = &info.def.child_kinds[index];
+    let template = info.def.template_name(index);
     let text = info
         .render_template(&template, &child.template, ctx)
         .map_err(|e| vec![e])?;
