@@ -1,6 +1,7 @@
 //! Ownership on the rig: Stencil never takes, changes or deletes an object it did not
 //! create; it adopts one nobody controls only when the child says so; two parents never
-//! fight over one object; an orphaned child outlives its parent without Stencil's marks.
+//! fight over one object; an orphaned child outlives its parent without Stencil's marks;
+//! teardown goes in reverse dependsOn order, after a finalize step that a timeout bounds.
 
 mod common;
 
@@ -31,11 +32,16 @@ struct World {
 
 impl World {
     async fn new(entry: &str) -> World {
+        World::with(entry, "").await
+    }
+
+    /// A world whose definition has `entry` as its children and `extra` spec fields.
+    async fn with(entry: &str, extra: &str) -> World {
         let client = client().await;
         let ns = TestNamespace::new(&client, "own").await;
         let group = unique_group();
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("d.yaml"), definition(&group, entry, "")).unwrap();
+        std::fs::write(dir.path().join("d.yaml"), definition(&group, entry, extra)).unwrap();
         let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
         wait_established(&client, &format!("widgets.{group}")).await;
         World {
@@ -57,11 +63,22 @@ impl World {
     }
 
     async fn create_widget(&self, name: &str, target: &str) {
+        self.create_widget_with(name, json!({"target": target})).await;
+    }
+
+    async fn create_widget_with(&self, name: &str, spec: Value) {
         let obj: DynamicObject =
             serde_json::from_value(json!({"apiVersion": format!("{}/v1", self.group), "kind": "Widget",
-            "metadata": {"name": name}, "spec": {"target": target}}))
+            "metadata": {"name": name}, "spec": spec}))
             .unwrap();
         common::create_when_served(&self.widgets(), &obj).await;
+    }
+
+    async fn gone(&self, name: &str) {
+        wait_for(&format!("{name} to go"), TIMEOUT, || async {
+            matches!(self.widgets().get_opt(name).await, Ok(None)).then_some(())
+        })
+        .await;
     }
 
     /// Waits for the parent's `Ready` condition to have `reason`; returns its message.
@@ -203,10 +220,7 @@ async fn an_orphaned_child_outlives_its_parent_without_stencils_marks() {
     w.create_widget("db", "db-credentials").await;
     w.ready_reason("db", "AllChildrenReady").await;
     w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
-    wait_for("the parent to go", TIMEOUT, || async {
-        matches!(w.widgets().get_opt("db").await, Ok(None)).then_some(())
-    })
-    .await;
+    w.gone("db").await;
     let cm = w
         .configmaps()
         .get("db-credentials")
@@ -264,4 +278,99 @@ async fn teardown_waits_for_a_dependent_before_deleting_what_it_depends_on() {
         (parent.is_none() && creds.is_none()).then_some(())
     })
     .await;
+}
+
+/// A finalize step: a backup Job, suspended while the parent's `spec.hold` is true, that
+/// must succeed before the teardown starts.
+fn finalize_step(timeout_seconds: u32) -> String {
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ parent.metadata.name }}-backup\nspec:\n  suspend: {{ parent.spec.hold | default(false) | tojson }}\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: backup\n          image: busybox";
+    let body: String = job.lines().map(|l| format!("          {l}\n")).collect();
+    format!(
+        "  finalize:\n    timeoutSeconds: {timeout_seconds}\n    until: $.children.backup.status.succeeded\n    children:\n      - name: backup\n        template: |\n{body}"
+    )
+}
+
+fn jobs(w: &World) -> Api<k8s_openapi::api::batch::v1::Job> {
+    Api::namespaced(w.client.clone(), &w.ns.name)
+}
+
+#[tokio::test]
+async fn the_finalize_job_runs_before_teardown_and_is_deleted_last() {
+    let w = World::with(&entry(""), &finalize_step(600)).await;
+    w.create_widget_with("db", json!({"target": "db-config", "hold": true})).await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    assert!(
+        jobs(&w).get_opt("db-backup").await.unwrap().is_none(),
+        "a finalize child is rendered only on deletion"
+    );
+    // Hold the ordinary child, to see the finalize child outlive it.
+    let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
+    w.configmaps()
+        .patch("db-config", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
+    let message = w.ready_reason("db", "Finalizing").await;
+    assert!(message.contains("finalize.until"), "{message}");
+    let job = jobs(&w).get("db-backup").await.expect("the backup Job is created");
+    assert_eq!(job.spec.unwrap().suspend, Some(true));
+    let cm = w.configmaps().get("db-config").await.unwrap();
+    assert!(
+        cm.metadata.deletion_timestamp.is_none(),
+        "no child is deleted before the finalize step ends"
+    );
+    let run = json!({"spec": {"hold": false}});
+    w.widgets()
+        .patch("db", &PatchParams::default(), &Patch::Merge(&run))
+        .await
+        .unwrap();
+    let message = w.ready_reason("db", "Deleting").await;
+    assert!(message.contains("then the finalize children"), "{message}");
+    let parent = w.widgets().get("db").await.unwrap();
+    let finalized = condition(&parent.data, "Finalized").expect("the step is recorded");
+    assert_eq!(finalized["status"], "True", "{finalized}");
+    assert_eq!(finalized["reason"], "Finalized", "{finalized}");
+    let job = jobs(&w).get("db-backup").await.expect("the finalize child goes last");
+    assert!(job.metadata.deletion_timestamp.is_none());
+    assert!(job.status.and_then(|s| s.succeeded).unwrap_or(0) >= 1);
+    let release = json!({"metadata": {"finalizers": null}});
+    w.configmaps()
+        .patch("db-config", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    w.gone("db").await;
+    wait_for("the backup Job to go", TIMEOUT, || async {
+        jobs(&w).get_opt("db-backup").await.ok()?.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_finalize_step_that_never_ends_is_cut_off_by_its_timeout() {
+    let w = World::with(&entry(""), &finalize_step(3)).await;
+    w.create_widget_with("db", json!({"target": "db-config", "hold": true})).await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
+    w.gone("db").await;
+    assert!(w.configmaps().get_opt("db-config").await.unwrap().is_none());
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(w.client.clone(), &w.ns.name);
+    let timeouts: Vec<_> = wait_for("a FinalizeTimeout event", TIMEOUT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        let found: Vec<_> = list
+            .items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("FinalizeTimeout"))
+            .collect();
+        (!found.is_empty()).then_some(found)
+    })
+    .await;
+    assert_eq!(timeouts.len(), 1, "one event, not one per reconcile");
+    assert!(
+        timeouts[0].series.is_none() && timeouts[0].count.unwrap_or(1) == 1,
+        "emitted once: {:?}",
+        timeouts[0]
+    );
+    assert_eq!(timeouts[0].type_.as_deref(), Some("Warning"));
+    let note = timeouts[0].message.clone().unwrap_or_default();
+    assert!(note.contains("within 3s") && note.contains("finalize.until"), "{note}");
 }
