@@ -1,5 +1,5 @@
 //! The fault suite's cases that can run beside other tests: a Stencil crash after its
-//! k-th write, a child whose finalizer never clears, the deletion of a namespace holding
+//! k-th write (plain children, and an adoption with a wave teardown), a child whose finalizer never clears, the deletion of a namespace holding
 //! parents, bad parents, bad definitions and isolation. Each case checks the invariants of
 //! `common::assert_invariants`: no orphaned child, no duplicate, no parent stuck on a
 //! finalizer, and (where Stencil is idle afterwards) no write storm. `make test` runs the
@@ -105,18 +105,65 @@ async fn count_children(client: &Client, namespaces: &[&str]) -> usize {
     n
 }
 
-#[tokio::test]
-async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
+/// What a crash case's definition does beyond creating its children.
+#[derive(Clone, Copy, PartialEq)]
+enum Crashing {
+    /// Create and delete plain children.
+    Plain,
+    /// Adopt a hand-made object per parent (`adopt: IfUnowned`), and tear down in reverse
+    /// dependsOn order (the far child depends on the near one, so it must go first).
+    AdoptAndWaves,
+}
+
+/// A hand-made ConfigMap of parent `w{i}`'s near child name, with no owner.
+async fn hand_made(client: &Client, ns: &str, i: usize) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("w{i}-cm")},
+        "data": {"size": "made by hand"}}))
+    .unwrap();
+    cms.create(&Default::default(), &cm).await.unwrap();
+}
+
+/// Panics when a parent's far child (the dependent) exists while its near child (what
+/// it depends on) is gone: teardown must go in reverse dependsOn order.
+async fn assert_wave_order(client: &Client, ns: &str, far: &str, parents: usize) {
+    let near: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let far: Api<ConfigMap> = Api::namespaced(client.clone(), far);
+    for i in 0..parents {
+        let (Ok(n), Ok(f)) = (
+            near.get_opt(&format!("w{i}-cm")).await,
+            far.get_opt(&format!("w{i}-far")).await,
+        ) else {
+            continue;
+        };
+        assert!(
+            !(n.is_none() && f.is_some()),
+            "w{i}-cm is gone while w{i}-far, which depends on it, still exists"
+        );
+    }
+}
+
+/// Crashes Stencil after its k-th write, for several k, while parents are created and
+/// while they are deleted; a healthy Stencil must then converge with the invariants held.
+async fn crash_after_each_write(case: Crashing) {
     let client = client().await;
     let group = unique_group();
     let far = TestNamespace::new(&client, "crash-far").await;
     let dir = tempfile::tempdir().unwrap();
     let extra = format!("  allowedNamespaces: [{}]\n", far.name);
-    std::fs::write(
-        defs(&dir).join("widgets.yaml"),
-        definition(&group, &near_and_far(&far.name), &extra),
-    )
-    .unwrap();
+    let entries = match case {
+        Crashing::Plain => near_and_far(&far.name),
+        Crashing::AdoptAndWaves => format!(
+            "{}{}",
+            child("cm", CM).replacen("    - name: cm\n", "    - name: cm\n      adopt: IfUnowned\n", 1),
+            child("far", &far_cm(&far.name)).replacen(
+                "    - name: far\n",
+                "    - name: far\n      dependsOn: [cm]\n",
+                1
+            )
+        ),
+    };
+    std::fs::write(defs(&dir).join("widgets.yaml"), definition(&group, &entries, &extra)).unwrap();
     let kubeconfig = common::kubeconfig_path();
     let log = dir.path().join("stencil.log");
     let crash_points: &[u64] = if full_faults() {
@@ -130,6 +177,16 @@ async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
         let api = widgets(&client, &group, &ns.name);
         let spaces = [ns.name.as_str(), far.name.as_str()];
         let abort = [("STENCIL_FAULT_ABORT_AFTER_WRITES", k.to_string())];
+        let waves = || async {
+            if case == Crashing::AdoptAndWaves {
+                assert_wave_order(&client, &ns.name, &far.name, PARENTS).await;
+            }
+        };
+        if case == Crashing::AdoptAndWaves {
+            for i in 0..PARENTS {
+                hand_made(&client, &ns.name, i).await;
+            }
+        }
 
         // Crash while parents are being created, then recover.
         let crashing = spawn_stencil_env(&run_args(&defs(&dir)), &kubeconfig, log.clone(), &abort);
@@ -147,6 +204,15 @@ async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
         })
         .await;
         assert_invariants(&client, &api, &spaces).await;
+        if case == Crashing::AdoptAndWaves {
+            let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+            let adopted = cms.get("w0-cm").await.unwrap();
+            assert_eq!(
+                adopted.data.unwrap_or_default().get("size").map(String::as_str),
+                Some("0"),
+                "the hand-made object is adopted and brought in line"
+            );
+        }
         drop(healthy);
 
         // Crash while the parents are being deleted, then recover.
@@ -157,7 +223,10 @@ async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
         until_exit_or(
             crashing,
             &format!("the crash after write {k} while deleting"),
-            || async { api.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty()) },
+            || async {
+                waves().await;
+                api.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty())
+            },
         )
         .await;
         let _healthy = spawn_stencil(&run_args(&defs(&dir)), &kubeconfig, log.clone());
@@ -165,6 +234,7 @@ async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
             &format!("every parent and child gone after a crash at write {k}"),
             TIMEOUT,
             || async {
+                waves().await;
                 let parents_gone = api.list(&ListParams::default()).await.is_ok_and(|l| l.items.is_empty());
                 (parents_gone && count_children(&client, &spaces).await == 0).then_some(())
             },
@@ -178,6 +248,16 @@ async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
         2 * crash_points.len(),
         "an injected crash did not happen, while creating or while deleting:\n{aborts}"
     );
+}
+
+#[tokio::test]
+async fn a_crash_after_any_write_converges_with_no_orphans_or_duplicates() {
+    crash_after_each_write(Crashing::Plain).await;
+}
+
+#[tokio::test]
+async fn a_crash_during_adoption_or_a_wave_teardown_converges_and_keeps_the_order() {
+    crash_after_each_write(Crashing::AdoptAndWaves).await;
 }
 
 #[tokio::test]

@@ -297,7 +297,8 @@ fn jobs(w: &World) -> Api<k8s_openapi::api::batch::v1::Job> {
 #[tokio::test]
 async fn the_finalize_job_runs_before_teardown_and_is_deleted_last() {
     let w = World::with(&entry(""), &finalize_step(600)).await;
-    w.create_widget_with("db", json!({"target": "db-config", "hold": true})).await;
+    w.create_widget_with("db", json!({"target": "db-config", "hold": true}))
+        .await;
     w.ready_reason("db", "AllChildrenReady").await;
     assert!(
         jobs(&w).get_opt("db-backup").await.unwrap().is_none(),
@@ -348,7 +349,8 @@ async fn the_finalize_job_runs_before_teardown_and_is_deleted_last() {
 #[tokio::test]
 async fn a_finalize_step_that_never_ends_is_cut_off_by_its_timeout() {
     let w = World::with(&entry(""), &finalize_step(3)).await;
-    w.create_widget_with("db", json!({"target": "db-config", "hold": true})).await;
+    w.create_widget_with("db", json!({"target": "db-config", "hold": true}))
+        .await;
     w.ready_reason("db", "AllChildrenReady").await;
     w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
     w.gone("db").await;

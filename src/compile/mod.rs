@@ -109,7 +109,11 @@ impl CompiledDefinition {
 
     /// Every child entry, `children` then `finalize.children`, with its index.
     pub fn entries(&self) -> impl Iterator<Item = (usize, &Child)> {
-        self.spec.children.iter().chain(&self.spec.finalize.children).enumerate()
+        self.spec
+            .children
+            .iter()
+            .chain(&self.spec.finalize.children)
+            .enumerate()
     }
 
     /// Whether the entry at `index` is a finalize child.
@@ -304,12 +308,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         } else {
             names::finalize_child(&child.name)
         };
-        template(
-            tname,
-            &child.template,
-            Field::ChildTemplate(i),
-            &mut report,
-        );
+        template(tname, &child.template, Field::ChildTemplate(i), &mut report);
         match kinds::declared_kinds(&child.template) {
             Ok(k) => child_kinds.push(k),
             Err((e, line)) => {

@@ -224,7 +224,11 @@ fn finalize_children_compile_after_the_children() {
     assert_eq!(def.entry(1).name, "backup");
     assert!(def.is_finalize(1) && !def.is_finalize(0));
     assert_eq!(def.template_name(1), "finalize.children[backup].template");
-    assert_eq!(def.all_child_kinds().len(), 2, "the Job kind is watched and granted too");
+    assert_eq!(
+        def.all_child_kinds().len(),
+        2,
+        "the Job kind is watched and granted too"
+    );
     assert!(def.until().is_some());
     assert_eq!(def.spec.finalize.timeout_seconds, 600);
 }
@@ -258,12 +262,25 @@ fn finalize_children_and_children_cannot_depend_on_each_other() {
     let text = format!(
         "{}{}",
         GOOD.replace("      template: |", "      dependsOn: [backup]\n      template: |"),
-        FINALIZE.replace("        template: |", "        dependsOn: [config]\n        template: |")
+        FINALIZE.replace(
+            "        template: |",
+            "        dependsOn: [config]\n        template: |"
+        )
     );
     let all = errors(&text);
     assert_eq!(all.len(), 2, "{all:#?}");
-    assert!(all[0].to_string().contains("`backup` is a finalize child"), "{}", all[0]);
-    assert!(all[1].to_string().contains("may depend only on other finalize children"), "{}", all[1]);
+    assert!(
+        all[0].to_string().contains("`backup` is a finalize child"),
+        "{}",
+        all[0]
+    );
+    assert!(
+        all[1]
+            .to_string()
+            .contains("may depend only on other finalize children"),
+        "{}",
+        all[1]
+    );
     assert_eq!(all[1].field.as_deref(), Some("finalize.children[backup].dependsOn"));
 }
 

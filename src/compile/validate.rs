@@ -160,11 +160,7 @@ pub(crate) fn check(
 /// `offset`) so each comes after what it depends on; reports unknown names, names of the
 /// other list, and cycles.
 fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: Report<'_>) -> Option<Vec<usize>> {
-    let index: BTreeMap<&str, usize> = children
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.name.as_str(), i))
-        .collect();
+    let index: BTreeMap<&str, usize> = children.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
     let mut ok = true;
     for (i, child) in children.iter().enumerate() {
         for dep in &child.depends_on {
@@ -176,7 +172,9 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
                 let hint = if offset == 0 {
                     format!("`{dep}` is a finalize child, rendered only on deletion; a child cannot depend on it")
                 } else {
-                    format!("`{dep}` is not a finalize child; a finalize child may depend only on other finalize children (use `finalize.until` to wait on the others)")
+                    format!(
+                        "`{dep}` is not a finalize child; a finalize child may depend only on other finalize children (use `finalize.until` to wait on the others)"
+                    )
                 };
                 report(field, CompileError::Invalid(hint), None);
                 ok = false;

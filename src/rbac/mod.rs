@@ -183,7 +183,7 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         for gvk in def.all_child_kinds() {
             grant(&gvk, &plural(&gvk, defs), CHILD_VERBS, &[]);
         }
-        for (kind, role) in def.spec.children.iter().flat_map(|c| bound_roles(&c.template)) {
+        for (kind, role) in def.entries().flat_map(|(_, c)| bound_roles(&c.template)) {
             let resource = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
             let gvk = Gvk {
                 group: "rbac.authorization.k8s.io".into(),

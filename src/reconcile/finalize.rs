@@ -261,7 +261,8 @@ async fn step(
             pending.extend(out.pending);
         }
         Err(failure) => {
-            ctx.event(parent, EventType::Warning, "Error", failure.to_string()).await;
+            ctx.event(parent, EventType::Warning, "Error", failure.to_string())
+                .await;
             pending.push(format!("the finalize children failed to render: {failure}"));
         }
     }

@@ -28,11 +28,11 @@ use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
+use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
 use crate::metrics;
 use crate::object_key::ObjectKey;
-use crate::compile::CompiledDefinition;
 use crate::render::{self, RenderInput};
 use context::{describe, describe_object};
 use triggers::{Role, stream_from, triggers};

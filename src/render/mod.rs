@@ -349,7 +349,8 @@ fn render_entries<'a>(
                 }));
             }
             Err(mut e) => {
-                out.ready.insert(&child.name, Readiness::NotReady("render failed".into()));
+                out.ready
+                    .insert(&child.name, Readiness::NotReady("render failed".into()));
                 errors.append(&mut e);
             }
         }
@@ -367,7 +368,8 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
     let context = context(def, &input);
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.order(), &jinja_ctx, &input)?;
-    let status = status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
+    let status =
+        status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
     Ok(RenderOutput {
         children: entries.desired,
         waiting: entries.waiting,

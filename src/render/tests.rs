@@ -402,7 +402,8 @@ fn the_same_inputs_give_byte_identical_output() {
     assert_eq!(a, b);
 }
 
-const JOB: &str = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ parent.metadata.name }}-backup\nspec:\n  template: {}";
+const JOB: &str =
+    "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ parent.metadata.name }}-backup\nspec:\n  template: {}";
 
 fn finalize_section(until: Option<&str>) -> String {
     let body: String = JOB.lines().map(|l| format!("          {l}\n")).collect();
@@ -433,13 +434,19 @@ fn job(status: Value) -> Value {
 
 #[test]
 fn finalize_children_render_only_in_the_finalize_step_and_end_it_when_until_holds() {
-    let def = compile(&child("cm", CM), &finalize_section(Some("$.children.backup.status.succeeded")));
+    let def = compile(
+        &child("cm", CM),
+        &finalize_section(Some("$.children.backup.status.succeeded")),
+    );
     let out = Inputs::new().run(&def, &parent()).unwrap();
     assert_eq!(out.children.len(), 1, "the ordinary render has no finalize child");
     let step = Inputs::new().finalize(&def, &parent());
     assert_eq!(step.children.len(), 1);
     assert_eq!(step.children[0].object["kind"], "Job");
-    assert_eq!(step.children[0].object["metadata"]["labels"]["stencil.dev/child"], "backup");
+    assert_eq!(
+        step.children[0].object["metadata"]["labels"]["stencil.dev/child"],
+        "backup"
+    );
     assert!(step.pending.as_deref().unwrap().contains("finalize.until"), "{step:?}");
     let running = Inputs::new().observe("backup", job(json!({"active": 1})));
     assert!(running.finalize(&def, &parent()).pending.is_some());
