@@ -29,8 +29,11 @@ build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
 .PHONY: chart
-chart: build ## Regenerate the chart's CRD, bundled operators and their RBAC (tests fail when stale)
+chart: build ## Regenerate the chart's CRD, editor schema, bundled operators and their RBAC (tests fail when stale)
 	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
+	mkdir -p schemas charts/stencil/schemas
+	$(STENCIL) schema > schemas/operatordefinition.schema.json
+	cp schemas/operatordefinition.schema.json charts/stencil/schemas/
 	cp operators/*.yaml charts/stencil/operators/
 	$(STENCIL) rbac --definitions operators/ --no-cluster-definitions --format values > charts/stencil/files/bundled-rbac.yaml
 

@@ -43,6 +43,49 @@ pub enum Command {
     },
     /// Print the least-privilege ClusterRole (and Roles) Stencil needs for definitions.
     Rbac(RbacArgs),
+    /// Print the JSON Schema of an OperatorDefinition file, for editors.
+    Schema,
+    /// Start a new definition: a CRD skeleton, a child, an example parent and a golden case.
+    New(NewArgs),
+    /// Show what a new definition would do to every existing parent (dry run); exit 0 for
+    /// no change, 1 for changes, 2 for an error.
+    Diff(DiffArgs),
+    /// Print the Argo CD health checks (`argocd-cm` data) for the definitions' parent kinds.
+    Argocd {
+        /// Definition files or directories.
+        #[arg(long = "definitions", required = true)]
+        definitions: Vec<PathBuf>,
+    },
+}
+
+/// Arguments of `stencil new`.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The parent kind, CamelCase, e.g. `Database`.
+    pub kind: String,
+    /// The API group, e.g. `example.org`.
+    #[arg(long)]
+    pub group: String,
+    /// The API version.
+    #[arg(long, default_value = "v1")]
+    pub version: String,
+    /// Whether parents are namespaced.
+    #[arg(long, value_enum, default_value_t = Scope::Namespaced)]
+    pub scope: Scope,
+    /// Where to write the files; none of them may exist.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+}
+
+/// A parent kind's scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// Parents live in a namespace.
+    #[value(name = "Namespaced")]
+    Namespaced,
+    /// Parents are cluster-scoped.
+    #[value(name = "Cluster")]
+    Cluster,
 }
 
 /// Arguments of `stencil render`.
@@ -55,17 +98,53 @@ pub struct RenderArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// The parent object (YAML).
-    #[arg(long)]
-    pub parent: PathBuf,
+    #[arg(long, required_unless_present = "from_cluster", conflicts_with = "from_cluster")]
+    pub parent: Option<PathBuf>,
     /// Observed children (YAML stream); each carries the `stencil.dev/child` label.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_cluster")]
     pub observed: Vec<PathBuf>,
     /// Objects the lookups read (YAML stream).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "from_cluster")]
     pub lookups: Vec<PathBuf>,
+    /// Read the parent `KIND/NAME`, its children and its lookups from the cluster in the
+    /// kubeconfig instead of from files.
+    #[arg(long, value_name = "KIND/NAME")]
+    pub from_cluster: Option<String>,
+    /// The parent's namespace, with --from-cluster.
+    #[arg(short = 'n', long, requires = "from_cluster")]
+    pub namespace: Option<String>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
+}
+
+/// Arguments of `stencil diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The new definition file.
+    #[arg(long)]
+    pub definition: PathBuf,
+    /// The definition's name, when the file holds several.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only parents in these namespaces (repeatable); all namespaces by default.
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    /// Only parents this label selector selects.
+    #[arg(long, short = 'l')]
+    pub selector: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = DiffFormat::Text)]
+    pub output: DiffFormat,
+}
+
+/// Output formats of `stencil diff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// A section per parent with changes, then a summary line.
+    Text,
+    /// `{"parents": [...], "summary": {...}}`.
+    Json,
 }
 
 /// Output formats of `stencil render`.

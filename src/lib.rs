@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod argocd;
 pub mod compile;
 pub mod conditions;
 pub mod crd;
@@ -14,8 +15,10 @@ mod fuzz;
 pub mod golden;
 pub mod gvk;
 pub mod http;
+pub mod json_schema;
 pub mod labels;
 pub mod leader;
+pub mod live;
 pub mod metrics;
 pub mod object_key;
 pub mod ownership;
@@ -25,6 +28,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod render;
 pub mod runtime;
+pub mod scaffold;
 pub mod source;
 pub mod tasks;
 pub mod watch;

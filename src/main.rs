@@ -41,12 +41,28 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Render(args) => commands::render(&args),
         Command::Test { paths, update } => commands::test(&paths, update),
         Command::Crd { definitions } => commands::crd(&definitions),
+        Command::Schema => commands::schema(),
+        Command::New(args) => commands::new(&args),
+        Command::Diff(args) => Ok(commands::diff(&args)),
+        Command::Argocd { definitions } => commands::argocd(&definitions),
     }
 }
 
+/// `stencil run` on a runtime whose blocking pool (where renders run) has two threads per
+/// core: renders are CPU-bound, so more threads would not render faster, and each thread
+/// that allocates gets an allocator arena of its own that stays in the RSS.
+fn run(args: RunArgs) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(2 * cores)
+        .build()
+        .context("starting the async runtime")?
+        .block_on(serve(args))
+}
+
 /// `stencil run`: logs, then the library's runtime until a signal.
-#[tokio::main]
-async fn run(args: RunArgs) -> Result<()> {
+async fn serve(args: RunArgs) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     match args.log_format {

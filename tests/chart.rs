@@ -157,3 +157,23 @@ fn the_chart_ships_the_current_operators_and_version() {
         "Chart.yaml appVersion must be {version}"
     );
 }
+
+#[test]
+fn the_grafana_dashboard_ships_as_a_labelled_config_map_of_valid_json() {
+    let objects = template(&format!("{}/ci/dashboard-values.yaml", chart()));
+    let dashboards: Vec<&Value> = find(&objects, "ConfigMap")
+        .into_iter()
+        .filter(|c| c["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .collect();
+    assert_eq!(dashboards.len(), 1, "{objects:?}");
+    assert_eq!(dashboards[0]["metadata"]["namespace"], "monitoring");
+    let json: Value = serde_json::from_str(dashboards[0]["data"]["stencil.json"].as_str().unwrap()).unwrap();
+    assert_eq!(json["uid"], "stencil-overview");
+    let off = template(&format!("{}/values.yaml", chart()));
+    assert!(
+        !find(&off, "ConfigMap")
+            .iter()
+            .any(|c| c["metadata"]["labels"]["grafana_dashboard"] == "1"),
+        "off by default"
+    );
+}

@@ -6,6 +6,7 @@ mod diagnostic;
 mod document;
 mod kinds;
 mod position;
+mod reads;
 pub mod rules;
 mod schema;
 pub mod templates;
@@ -18,6 +19,7 @@ use minijinja::Environment;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use position::Origin;
 pub use validate::RESERVED_STATUS_FIELDS;
+pub(crate) use validate::{is_dns_label, is_kind};
 
 use crate::definition::{Child, OperatorDefinition, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
@@ -85,6 +87,7 @@ pub struct CompiledDefinition {
     /// The kinds each child's template produces, by child index (`children`, then
     /// `finalize.children`).
     pub child_kinds: Vec<Vec<Gvk>>,
+    reads: Vec<Vec<String>>,
 }
 
 impl CompiledDefinition {
@@ -134,6 +137,39 @@ impl CompiledDefinition {
         } else {
             names::child(name)
         }
+    }
+
+    /// The other children the template of the entry at `index` reads (`children.<name>`).
+    pub fn reads(&self, index: usize) -> &[String] {
+        self.reads.get(index).map_or(&[], Vec::as_slice)
+    }
+
+    /// Hints for entries whose template reads another child without `dependsOn` on it:
+    /// such a child waits until the other exists, not until it is ready.
+    pub fn hints(&self) -> Vec<String> {
+        let mut hints = Vec::new();
+        for (i, child) in self.entries() {
+            let missing: Vec<&str> = self
+                .reads(i)
+                .iter()
+                .filter(|r| !child.depends_on.contains(r))
+                .map(String::as_str)
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let template = self.template_name(i);
+            let at = self
+                .origin(&template)
+                .map_or_else(|| self.source.clone(), |o| format!("{}:{}", o.file, o.line));
+            hints.push(format!(
+                "{at}: hint: definition {}: {template} reads {} without `dependsOn: [{}]`; it waits until they exist, not until they are ready",
+                self.name,
+                missing.iter().map(|m| format!("children.{m}")).collect::<Vec<_>>().join(", "),
+                missing.join(", ")
+            ));
+        }
+        hints
     }
 
     /// The compiled `finalize.until` rule, if there is one.
@@ -376,6 +412,18 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         .filter_map(|(i, c)| rule(&c.when, Field::Condition(i), &mut report))
         .collect();
 
+    let names: Vec<&str> = spec
+        .children
+        .iter()
+        .chain(&spec.finalize.children)
+        .map(|c| c.name.as_str())
+        .collect();
+    let reads = spec
+        .children
+        .iter()
+        .chain(&spec.finalize.children)
+        .map(|c| reads::sibling_reads(&c.template, &c.name, &names))
+        .collect();
     let until = spec
         .finalize
         .until
@@ -398,6 +446,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             field_rules,
             condition_rules,
             child_kinds,
+            reads,
         }),
         _ => Err(Diagnostics(errors)),
     }

@@ -311,7 +311,8 @@ fn identifier_hint(what: &str, name: &str) -> String {
     )
 }
 
-fn is_kind(s: &str) -> bool {
+/// A CamelCase kind name, e.g. `Database`.
+pub(crate) fn is_kind(s: &str) -> bool {
     s.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric())
 }
 

@@ -139,6 +139,8 @@ pub enum RenderError {
         at: Place,
         /// What the engine said.
         message: String,
+        /// Whether it read through an undefined value.
+        undefined: bool,
     },
     /// A template rendered text that is not YAML.
     #[error("{at}: the rendered output is not valid YAML (line {line} of the output): {message}")]
@@ -166,6 +168,13 @@ pub enum RenderError {
         /// Bytes rendered.
         size: usize,
     },
+}
+
+impl RenderError {
+    /// Whether a template failed on an undefined value (reading through something absent).
+    fn is_undefined(&self) -> bool {
+        matches!(self, RenderError::Template { undefined: true, .. })
+    }
 }
 
 /// Every error of one render; nothing is applied or pruned when a render fails.
@@ -231,6 +240,7 @@ impl ParentInfo<'_> {
         let fail = |e: minijinja::Error| RenderError::Template {
             at: self.place(template, template_position(&e, source)),
             message: template_message(&e),
+            undefined: e.kind() == minijinja::ErrorKind::UndefinedError,
         };
         let text = self.def.template(template).and_then(|t| t.render(ctx)).map_err(fail)?;
         if text.len() > MAX_TEMPLATE_OUTPUT {
@@ -349,6 +359,25 @@ fn render_entries<'a>(
                 }));
             }
             Err(mut e) => {
+                // Reading through a child that does not exist yet waits for it, as
+                // `dependsOn` would, instead of failing every child of the parent.
+                let absent: Vec<String> = def
+                    .reads(i)
+                    .iter()
+                    .filter(|r| input.observed.get(*r).is_none_or(Vec::is_empty))
+                    .cloned()
+                    .collect();
+                if !absent.is_empty() && e.iter().all(RenderError::is_undefined) {
+                    out.ready.insert(
+                        &child.name,
+                        Readiness::NotReady(format!("waiting for {}", absent.join(", "))),
+                    );
+                    out.waiting.push(Waiting {
+                        child: child.name.clone(),
+                        on: absent,
+                    });
+                    continue;
+                }
                 out.ready
                     .insert(&child.name, Readiness::NotReady("render failed".into()));
                 errors.append(&mut e);

@@ -252,7 +252,7 @@ fn required_fails_the_render_with_the_authors_message_and_position() {
         "",
     );
     let err = Inputs::new().run(&def, &parent()).unwrap_err();
-    let RenderError::Template { at, message } = &err.0[0] else {
+    let RenderError::Template { at, message, .. } = &err.0[0] else {
         panic!("{err}")
     };
     assert!(message.contains("spec.owner is required"), "{message}");
@@ -465,6 +465,48 @@ fn without_until_the_finalize_step_ends_when_its_children_are_ready() {
     let complete = json!({"conditions": [{"type": "Complete", "status": "True"}]});
     let done = Inputs::new().observe("backup", job(complete));
     assert_eq!(done.finalize(&def, &parent()).pending, None);
+}
+
+#[test]
+fn reading_through_a_child_that_does_not_exist_yet_waits_for_it() {
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  host: {{ children.db.data.host }}";
+    let guarded = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\ndata:\n  host: {{ children.db.data.host if children.db is defined else 'none' }}";
+    let def = compile(
+        &format!("{}{}{}", child("app", app), child("guarded", guarded), child("db", CM)),
+        "",
+    );
+    assert_eq!(def.reads(0), ["db"]);
+    assert!(
+        def.hints()[0].contains("children[app].template reads children.db without `dependsOn: [db]`"),
+        "{:?}",
+        def.hints()
+    );
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert_eq!(
+        out.waiting,
+        vec![Waiting {
+            child: "app".into(),
+            on: vec!["db".into()]
+        }]
+    );
+    let names: Vec<&Value> = out.children.iter().map(|c| &c.object["metadata"]["name"]).collect();
+    assert_eq!(
+        names,
+        ["guarded", "w1-cm"],
+        "the others render; a guarded read does not wait"
+    );
+    let db = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1-cm", "namespace": "team"}, "data": {"host": "db.team"}});
+    let out = Inputs::new().observe("db", db).run(&def, &parent()).unwrap();
+    assert!(out.waiting.is_empty());
+    assert_eq!(out.children[0].object["data"]["host"], "db.team");
+}
+
+#[test]
+fn a_failure_that_is_not_a_missing_child_still_fails_the_render() {
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  host: {{ children.db.data.host }}{{ required(parent.spec.nothing, 'set it') }}";
+    let def = compile(&format!("{}{}", child("app", app), child("db", CM)), "");
+    let db = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w1-cm", "namespace": "team"}, "data": {"host": "h"}});
+    assert!(Inputs::new().observe("db", db).run(&def, &parent()).is_err());
 }
 
 fn arbitrary_json() -> impl Strategy<Value = Value> {

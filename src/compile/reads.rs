@@ -1,0 +1,55 @@
+//! Which other children a child's template reads (`children.db`, `children['db']`), found
+//! by scanning its text: a child that reads another that does not exist yet waits for it,
+//! as `dependsOn` would, and `stencil validate` hints at reads without `dependsOn`.
+
+/// The names among `entries`, other than `own`, that `template` reads as `children.<name>`
+/// or `children['<name>']`, in the order of `entries`.
+pub(crate) fn sibling_reads(template: &str, own: &str, entries: &[&str]) -> Vec<String> {
+    let mut read = Vec::new();
+    let mut rest = template;
+    while let Some(at) = rest.find("children") {
+        let before = rest[..at].chars().next_back();
+        let after = &rest[at + "children".len()..];
+        rest = after;
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+            continue;
+        }
+        let name: String = if let Some(attr) = after.strip_prefix('.') {
+            attr.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        } else if let Some(index) = after.strip_prefix('[') {
+            let index = index.trim_start();
+            let Some(quote) = index.chars().next().filter(|c| *c == '\'' || *c == '"') else {
+                continue;
+            };
+            index[1..].chars().take_while(|c| *c != quote).collect()
+        } else {
+            continue;
+        };
+        if name != own && entries.contains(&name.as_str()) && !read.contains(&name) {
+            read.push(name);
+        }
+    }
+    read.sort_by_key(|n| entries.iter().position(|e| e == n));
+    read
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_and_index_reads_of_other_children_are_found() {
+        let entries = ["db", "app", "cache"];
+        let t = "{{ children.db.status.x }} {{ children['cache'] }} {{ children.app.metadata.name }}";
+        assert_eq!(sibling_reads(t, "app", &entries), ["db", "cache"]);
+    }
+
+    #[test]
+    fn other_words_and_unknown_names_are_not_reads() {
+        let entries = ["db", "app"];
+        let t = "{{ mychildren.db }} {{ parent.children.db }} {{ children.nothing }} {{ children | length }}";
+        assert!(sibling_reads(t, "app", &entries).is_empty());
+    }
+}
