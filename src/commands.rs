@@ -143,7 +143,7 @@ async fn from_cluster(
         .await
         .with_context(|| format!("reading {} {name}", def.parent.kind))?
         .with_context(|| format!("{} {name} does not exist", def.parent.kind))?;
-    let parent = live::to_value(parent);
+    let parent = live::to_value(parent, &kinds.parent.resource);
     let uid = parent
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
@@ -216,7 +216,11 @@ async fn diff_parents(args: &DiffArgs) -> Result<Vec<live::diff::ParentDiff>> {
             .list(&params)
             .await
             .with_context(|| format!("listing {} parents", def.parent.kind))?;
-        parents.extend(list.items.into_iter().map(live::to_value));
+        parents.extend(
+            list.items
+                .into_iter()
+                .map(|p| live::to_value(p, &kinds.parent.resource)),
+        );
     }
     let selector = format!("{}={}", stencil::labels::MANAGED_BY, stencil::labels::MANAGED_BY_VALUE);
     let children = kinds.children(&client, &selector).await?;

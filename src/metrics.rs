@@ -282,14 +282,18 @@ mod tests {
         m.reconcile_time_seconds.get_or_create(&controller("d")).observe(0.1);
         m.reconciles_in_flight.get_or_create(&definition("d")).inc();
         m.workqueue_adds_total.get_or_create(&queue("d")).inc();
-        m.workqueue_queue_duration_seconds.get_or_create(&queue("d")).observe(0.1);
+        m.workqueue_queue_duration_seconds
+            .get_or_create(&queue("d"))
+            .observe(0.1);
         m.workqueue_retries_total.get_or_create(&queue("d")).inc();
         m.leader_election_master_status.get_or_create(&queue("d")).set(1);
         m.fenced_writes_total
             .get_or_create(&ResultLabel { result: "sent".into() })
             .inc();
         m.definitions
-            .get_or_create(&StateLabel { state: "running".into() })
+            .get_or_create(&StateLabel {
+                state: "running".into(),
+            })
             .set(1);
         let applied = ApplyLabels {
             definition: "d".into(),

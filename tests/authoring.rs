@@ -46,12 +46,15 @@ async fn a_new_definition_validates_tests_and_becomes_ready_on_the_rig() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    ok(&stencil(&["validate", "cache"], scratch.path()), "stencil validate");
+    ok(
+        &stencil(&["validate", "cache/caches.yaml"], scratch.path()),
+        "stencil validate",
+    );
     ok(&stencil(&["test", "cache/tests"], scratch.path()), "stencil test");
 
     let dir = scratch.path().join("cache");
     let client = client().await;
-    let _stencil = start_stencil(std::slice::from_ref(&dir), false).await;
+    let _stencil = start_stencil(&[dir.join("caches.yaml")], false).await;
     wait_established(&client, &format!("caches.{group}")).await;
     let example: DynamicObject = serde_json::from_value(
         stencil::yaml::document(&std::fs::read_to_string(dir.join("example.yaml")).unwrap()).unwrap(),

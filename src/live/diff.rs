@@ -191,6 +191,20 @@ fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}\n")).collect()
 }
 
+/// `value` with every mapping's keys in order, so two objects that differ only in the
+/// order the server or the renderer wrote their keys compare equal.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// An object without what the server or Stencil's bookkeeping changes on every write,
 /// as YAML, for a readable diff.
 fn comparable(obj: &Value) -> String {
@@ -215,7 +229,7 @@ fn comparable(obj: &Value) -> String {
             }
         }
     }
-    crate::yaml::to_string(&obj).unwrap_or_default()
+    crate::yaml::to_string(&sorted(&obj)).unwrap_or_default()
 }
 
 /// A status without transition times, as YAML.
@@ -228,7 +242,7 @@ fn comparable_status(status: Option<&Value>) -> String {
             }
         }
     }
-    crate::yaml::to_string(&status).unwrap_or_default()
+    crate::yaml::to_string(&sorted(&status)).unwrap_or_default()
 }
 
 /// A unified diff from `live` to `new`, or `None` when they are the same.
@@ -381,7 +395,7 @@ async fn child(
             let Some(live) = live else {
                 return Ok(Some(Change::Created { object }));
             };
-            let after = super::to_value(result);
+            let after = super::to_value(result, &resolved.resource);
             Ok(unified(&comparable(live), &comparable(&after)).map(|diff| Change::Updated { object, diff }))
         }
         Err(kube::Error::Api(status))

@@ -8,7 +8,7 @@ pub mod diff;
 use std::collections::BTreeMap;
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, TypeMeta};
 use serde_json::Value;
 
 use crate::compile::CompiledDefinition;
@@ -97,7 +97,7 @@ impl Kinds {
                     source,
                 })?;
             for obj in list.items {
-                let value = to_value(obj);
+                let value = to_value(obj, &resolved.resource);
                 if let Some(uid) = value
                     .pointer("/metadata/labels")
                     .and_then(|l| l.get(labels::PARENT_UID))
@@ -129,7 +129,7 @@ impl Kinds {
         let api = self.api(client, &resolved, namespace);
         api.get_opt(name)
             .await
-            .map(|o| o.map(to_value))
+            .map(|o| o.map(|o| to_value(o, &resolved.resource)))
             .map_err(|source| LiveError::Request {
                 action: format!("read {}", ObjectKey::new(&gvk, namespace, name)),
                 source,
@@ -137,8 +137,15 @@ impl Kinds {
     }
 }
 
-/// An object as the offline render reads it, without `managedFields`.
-pub fn to_value(obj: DynamicObject) -> Value {
+/// An object as the offline render reads it: with its apiVersion and kind (which the items
+/// of a list of built-in kinds lack), without `managedFields`.
+pub fn to_value(mut obj: DynamicObject, resource: &ApiResource) -> Value {
+    if obj.types.is_none() {
+        obj.types = Some(TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+    }
     let mut value = serde_json::to_value(obj).unwrap_or_default();
     if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");
