@@ -1,6 +1,7 @@
-//! The kinds a child template produces, read from its literal top-level `apiVersion:` and
-//! `kind:` lines. Stencil must know them before rendering anything: it watches them and
-//! derives RBAC from them.
+//! The kinds a definition uses: the kinds a child template produces, read from its
+//! literal top-level `apiVersion:` and `kind:` lines (Stencil must know them before
+//! rendering anything: it watches them and derives RBAC from them), and the scopes of the
+//! parent kinds definitions install.
 
 use crate::gvk::Gvk;
 
@@ -60,6 +61,19 @@ pub fn declared_kinds(template: &str) -> Result<Vec<Gvk>, (KindError, u64)> {
         ));
     }
     Ok(kinds)
+}
+
+/// Scopes that know the parent kinds these definitions install with `spec.crd`, for
+/// commands that run without discovery.
+pub fn scopes(defs: &[super::CompiledDefinition]) -> crate::gvk::Scopes {
+    let mut scopes = crate::gvk::Scopes::default();
+    for def in defs {
+        if let Some(crd) = &def.spec.crd {
+            let namespaced = crd.scope == crate::definition::CrdScope::Namespaced;
+            scopes.insert(&def.parent.group, &def.parent.kind, namespaced);
+        }
+    }
+    scopes
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 mod diagnostic;
 mod document;
 mod kinds;
+pub(crate) mod names;
 mod position;
 mod reads;
 pub mod rules;
@@ -17,7 +18,9 @@ use std::collections::BTreeMap;
 use minijinja::Environment;
 
 pub use diagnostic::{Diagnostic, Diagnostics};
+pub use kinds::scopes;
 pub use position::Origin;
+pub(crate) use templates::{template_message, template_position};
 pub use validate::RESERVED_STATUS_FIELDS;
 pub(crate) use validate::{is_dns_label, is_kind};
 
@@ -144,34 +147,6 @@ impl CompiledDefinition {
         self.reads.get(index).map_or(&[], Vec::as_slice)
     }
 
-    /// Hints for entries whose template reads another child without `dependsOn` on it:
-    /// such a child waits until the other exists, not until it is ready.
-    pub fn hints(&self) -> Vec<String> {
-        let mut hints = Vec::new();
-        for (i, child) in self.entries() {
-            let missing: Vec<&str> = self
-                .reads(i)
-                .iter()
-                .filter(|r| !child.depends_on.contains(r))
-                .map(String::as_str)
-                .collect();
-            if missing.is_empty() {
-                continue;
-            }
-            let template = self.template_name(i);
-            let at = self
-                .origin(&template)
-                .map_or_else(|| self.source.clone(), |o| format!("{}:{}", o.file, o.line));
-            hints.push(format!(
-                "{at}: hint: definition {}: {template} reads {} without `dependsOn: [{}]`; it waits until they exist, not until they are ready",
-                self.name,
-                missing.iter().map(|m| format!("children.{m}")).collect::<Vec<_>>().join(", "),
-                missing.join(", ")
-            ));
-        }
-        hints
-    }
-
     /// The compiled `finalize.until` rule, if there is one.
     pub fn until(&self) -> Option<&Rule> {
         self.until.as_ref()
@@ -225,41 +200,6 @@ impl CompiledDefinition {
         }
         all
     }
-}
-
-/// Scopes that know the parent kinds these definitions install with `spec.crd`, for
-/// commands that run without discovery.
-pub fn scopes(defs: &[CompiledDefinition]) -> crate::gvk::Scopes {
-    let mut scopes = crate::gvk::Scopes::default();
-    for def in defs {
-        if let Some(crd) = &def.spec.crd {
-            let namespaced = crd.scope == crate::definition::CrdScope::Namespaced;
-            scopes.insert(&def.parent.group, &def.parent.kind, namespaced);
-        }
-    }
-    scopes
-}
-
-/// Template names inside a definition's environment.
-pub(crate) mod names {
-    /// The template of child `name`.
-    pub fn child(name: &str) -> String {
-        format!("children[{name}].template")
-    }
-    /// The template of finalize child `name`.
-    pub fn finalize_child(name: &str) -> String {
-        format!("finalize.children[{name}].template")
-    }
-    /// The name template of lookup `name`.
-    pub fn lookup_name(name: &str) -> String {
-        format!("lookups[{name}].nameTemplate")
-    }
-    /// The namespace template of lookup `name`.
-    pub fn lookup_namespace(name: &str) -> String {
-        format!("lookups[{name}].namespaceTemplate")
-    }
-    /// The status template.
-    pub const STATUS: &str = "status.template";
 }
 
 /// Compiles every definition in a file. Returns the definitions that compiled and the
@@ -450,23 +390,6 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         }),
         _ => Err(Diagnostics(errors)),
     }
-}
-
-/// The line and column of a minijinja error inside its template source.
-pub(crate) fn template_position(err: &minijinja::Error, source: &str) -> Option<(u64, u64)> {
-    if let Some(range) = err.range() {
-        return Some(position::line_column(source, range.start));
-    }
-    err.line().map(|l| (l as u64, 1))
-}
-
-/// A minijinja error's message without the template name and line it repeats.
-pub(crate) fn template_message(err: &minijinja::Error) -> String {
-    let mut message = err.kind().to_string();
-    if let Some(detail) = err.detail() {
-        message = format!("{message}: {detail}");
-    }
-    message
 }
 
 #[cfg(test)]

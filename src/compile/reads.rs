@@ -35,6 +35,36 @@ pub(crate) fn sibling_reads(template: &str, own: &str, entries: &[&str]) -> Vec<
     read
 }
 
+impl super::CompiledDefinition {
+    /// Hints for entries whose template reads another child without `dependsOn` on it:
+    /// such a child waits until the other exists, not until it is ready.
+    pub fn hints(&self) -> Vec<String> {
+        let mut hints = Vec::new();
+        for (i, child) in self.entries() {
+            let missing: Vec<&str> = self
+                .reads(i)
+                .iter()
+                .filter(|r| !child.depends_on.contains(r))
+                .map(String::as_str)
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let template = self.template_name(i);
+            let at = self
+                .origin(&template)
+                .map_or_else(|| self.source.clone(), |o| format!("{}:{}", o.file, o.line));
+            hints.push(format!(
+                "{at}: hint: definition {}: {template} reads {} without `dependsOn: [{}]`; it waits until they exist, not until they are ready",
+                self.name,
+                missing.iter().map(|m| format!("children.{m}")).collect::<Vec<_>>().join(", "),
+                missing.join(", ")
+            ));
+        }
+        hints
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

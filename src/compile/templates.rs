@@ -173,6 +173,23 @@ fn random_password(len: usize) -> Result<String, Error> {
         .collect())
 }
 
+/// The line and column of a minijinja error inside its template source.
+pub(crate) fn template_position(err: &minijinja::Error, source: &str) -> Option<(u64, u64)> {
+    if let Some(range) = err.range() {
+        return Some(super::position::line_column(source, range.start));
+    }
+    err.line().map(|l| (l as u64, 1))
+}
+
+/// A minijinja error's message without the template name and line it repeats.
+pub(crate) fn template_message(err: &minijinja::Error) -> String {
+    let mut message = err.kind().to_string();
+    if let Some(detail) = err.detail() {
+        message = format!("{message}: {detail}");
+    }
+    message
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::compare::{comparable, comparable_status, unified};
 use super::{Kinds, LiveError, Snapshot};
 use crate::compile::CompiledDefinition;
 use crate::definition::UpdatePolicy;
@@ -191,71 +192,6 @@ fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}\n")).collect()
 }
 
-/// `value` with every mapping's keys in order, so two objects that differ only in the
-/// order the server or the renderer wrote their keys compare equal.
-fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
-}
-
-/// An object without what the server or Stencil's bookkeeping changes on every write,
-/// as YAML, for a readable diff.
-fn comparable(obj: &Value) -> String {
-    let mut obj = obj.clone();
-    if let Some(map) = obj.as_object_mut() {
-        map.remove("status");
-    }
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
-            "managedFields",
-            "resourceVersion",
-            "generation",
-            "uid",
-            "creationTimestamp",
-        ] {
-            meta.remove(k);
-        }
-        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            a.remove(labels::APPLIED_HASH);
-            if a.is_empty() {
-                meta.remove("annotations");
-            }
-        }
-    }
-    crate::yaml::to_string(&sorted(&obj)).unwrap_or_default()
-}
-
-/// A status without transition times, as YAML.
-fn comparable_status(status: Option<&Value>) -> String {
-    let mut status = status.cloned().unwrap_or(Value::Null);
-    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-        for c in conditions {
-            if let Some(c) = c.as_object_mut() {
-                c.remove("lastTransitionTime");
-            }
-        }
-    }
-    crate::yaml::to_string(&sorted(&status)).unwrap_or_default()
-}
-
-/// A unified diff from `live` to `new`, or `None` when they are the same.
-fn unified(live: &str, new: &str) -> Option<String> {
-    (live != new).then(|| {
-        similar::TextDiff::from_lines(live, new)
-            .unified_diff()
-            .context_radius(3)
-            .header("live", "new")
-            .to_string()
-    })
-}
-
 /// Compares one parent: renders it with the new definition over its live world, and
 /// asks the API server (dry run) what each apply would store.
 pub async fn parent(
@@ -382,7 +318,7 @@ async fn child(
     let Ok(gvk) = crate::gvk::Gvk::parse(api_version, &key.kind) else {
         return Err(format!("{object}: bad apiVersion {api_version}"));
     };
-    let Some((_, resolved)) = kinds.children.iter().find(|(g, _)| *g == gvk) else {
+    let Some(resolved) = kinds.kind(&gvk) else {
         return Err(format!("{object}: the API server does not serve {gvk}"));
     };
     let api: Api<kube::api::DynamicObject> = match key.namespace.as_deref().filter(|_| resolved.namespaced) {
@@ -442,19 +378,5 @@ mod tests {
         let report = text(&[d]);
         assert!(report.contains("  + ConfigMap ns/a (created)\n"), "{report}");
         assert!(report.contains("      +y\n"), "{report}");
-    }
-
-    #[test]
-    fn bookkeeping_fields_do_not_count_as_changes() {
-        let live = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "resourceVersion": "1", "uid": "u", "annotations": {labels::APPLIED_HASH: "old"}},
-            "data": {"k": "v"}});
-        let mut after = live.clone();
-        after["metadata"]["resourceVersion"] = "2".into();
-        after["metadata"]["annotations"][labels::APPLIED_HASH] = "new".into();
-        assert_eq!(unified(&comparable(&live), &comparable(&after)), None);
-        after["data"]["k"] = "w".into();
-        let diff = unified(&comparable(&live), &comparable(&after)).unwrap();
-        assert!(diff.contains("-  k: v") && diff.contains("+  k: w"), "{diff}");
     }
 }

@@ -3,6 +3,7 @@
 //! observed children (by the `stencil.dev/parent-uid` label), its lookups, and any
 //! existing object a desired child names. Nothing here writes.
 
+mod compare;
 pub mod diff;
 
 use std::collections::BTreeMap;
@@ -45,6 +46,8 @@ pub struct Kinds {
     pub parent: Resolved,
     /// Every child kind (`children` and `finalize.children`).
     pub children: Vec<(Gvk, Resolved)>,
+    /// Every lookup kind.
+    lookups: Vec<(Gvk, Resolved)>,
     /// Which kinds are namespaced, from discovery.
     pub scopes: Scopes,
 }
@@ -56,20 +59,23 @@ impl Kinds {
         let parent = discovery::resolve(client, &def.parent).await?;
         let mut scopes = Scopes::default();
         scopes.insert(&def.parent.group, &def.parent.kind, parent.namespaced);
-        let mut children = Vec::new();
-        for gvk in def.all_child_kinds().into_iter().chain(def.lookup_kinds()) {
-            if let Ok(r) = discovery::resolve(client, &gvk).await {
-                scopes.insert(&gvk.group, &gvk.kind, r.namespaced);
-                if def.all_child_kinds().contains(&gvk) {
-                    children.push((gvk, r));
-                }
-            }
-        }
+        let children = served(client, def.all_child_kinds(), &mut scopes).await;
+        let lookups = served(client, def.lookup_kinds(), &mut scopes).await;
         Ok(Kinds {
             parent,
             children,
+            lookups,
             scopes,
         })
+    }
+
+    /// A child or lookup kind as discovery resolved it once; `None` when it is not served.
+    fn kind(&self, gvk: &Gvk) -> Option<&Resolved> {
+        self.children
+            .iter()
+            .chain(&self.lookups)
+            .find(|(g, _)| g == gvk)
+            .map(|(_, r)| r)
     }
 
     fn api(&self, client: &Client, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -110,8 +116,8 @@ impl Kinds {
         Ok(by_parent)
     }
 
-    /// Reads one object by kind and key; `None` when it does not exist or its kind is
-    /// not served.
+    /// Reads one object of a child or lookup kind; `None` when it does not exist or its
+    /// kind is not served.
     pub async fn get(
         &self,
         client: &Client,
@@ -123,10 +129,10 @@ impl Kinds {
         let Ok(gvk) = Gvk::parse(api_version, kind) else {
             return Ok(None);
         };
-        let Ok(resolved) = discovery::resolve(client, &gvk).await else {
+        let Some(resolved) = self.kind(&gvk) else {
             return Ok(None);
         };
-        let api = self.api(client, &resolved, namespace);
+        let api = self.api(client, resolved, namespace);
         api.get_opt(name)
             .await
             .map(|o| o.map(|o| to_value(o, &resolved.resource)))
@@ -135,6 +141,18 @@ impl Kinds {
                 source,
             })
     }
+}
+
+/// The kinds of `gvks` that discovery serves, recorded in `scopes`.
+async fn served(client: &Client, gvks: Vec<Gvk>, scopes: &mut Scopes) -> Vec<(Gvk, Resolved)> {
+    let mut found = Vec::new();
+    for gvk in gvks {
+        if let Ok(r) = discovery::resolve(client, &gvk).await {
+            scopes.insert(&gvk.group, &gvk.kind, r.namespaced);
+            found.push((gvk, r));
+        }
+    }
+    found
 }
 
 /// An object as the offline render reads it: with its apiVersion and kind (which the items

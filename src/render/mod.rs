@@ -2,13 +2,18 @@
 //! children, waiting children and the parent's status. No client, no clock, no I/O: the
 //! controller, `stencil render` and `stencil test` all call [`render`]. The parts:
 //! [`lookups`] (what to fetch), [`decorate`] (checking and labelling each rendered
-//! object) and [`status`] (readiness and the parent's status).
+//! object), [`status`] (readiness and the parent's status) and [`finalize`] (the
+//! finalize step of a parent being deleted).
 
 mod decorate;
+mod entries;
+mod finalize;
 mod lookups;
 mod status;
 
 pub(crate) use decorate::label_value;
+use entries::render_entries;
+pub use finalize::{FinalizeOutput, render_finalize};
 pub use lookups::{LookupRequest, lookup_requests, match_lookups};
 pub use status::{failure_status, not_ready};
 
@@ -294,103 +299,6 @@ fn context(def: &CompiledDefinition, input: &RenderInput<'_>) -> Value {
     })
 }
 
-/// What rendering one list of child entries gives.
-struct Entries<'a> {
-    desired: Vec<DesiredChild>,
-    waiting: Vec<Waiting>,
-    ready: BTreeMap<&'a str, Readiness>,
-}
-
-/// Renders the entries at `order` (indices into [`CompiledDefinition::entry`]): an entry
-/// is held back while a lookup is missing or what it depends on is not ready.
-fn render_entries<'a>(
-    info: &ParentInfo<'a>,
-    order: &[usize],
-    jinja_ctx: &JinjaValue,
-    input: &RenderInput<'_>,
-) -> Result<Entries<'a>, RenderFailure> {
-    let def = info.def;
-    let missing_lookups: Vec<String> = def
-        .spec
-        .lookups
-        .iter()
-        .filter(|l| !l.optional && !input.lookups.contains_key(&l.name))
-        .map(|l| format!("lookups.{}", l.name))
-        .collect();
-    let mut out = Entries {
-        desired: Vec::new(),
-        waiting: Vec::new(),
-        ready: BTreeMap::new(),
-    };
-    let mut errors = Vec::new();
-    for &i in order {
-        let child = def.entry(i);
-        let blockers: Vec<String> = if missing_lookups.is_empty() {
-            child
-                .depends_on
-                .iter()
-                .filter(|d| !out.ready.get(d.as_str()).is_some_and(Readiness::is_ready))
-                .cloned()
-                .collect()
-        } else {
-            missing_lookups.clone()
-        };
-        if !blockers.is_empty() {
-            out.ready.insert(
-                &child.name,
-                Readiness::NotReady(format!("waiting for {}", blockers.join(", "))),
-            );
-            out.waiting.push(Waiting {
-                child: child.name.clone(),
-                on: blockers,
-            });
-            continue;
-        }
-        match render_child(info, i, jinja_ctx, input.scopes) {
-            Ok(objects) => {
-                let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
-                out.ready
-                    .insert(&child.name, status::child_readiness(def, i, &objects, observed));
-                out.desired.extend(objects.into_iter().map(|object| DesiredChild {
-                    child: child.name.clone(),
-                    update_policy: child.update_policy,
-                    adopt: child.adopt,
-                    object,
-                }));
-            }
-            Err(mut e) => {
-                // Reading through a child that does not exist yet waits for it, as
-                // `dependsOn` would, instead of failing every child of the parent.
-                let absent: Vec<String> = def
-                    .reads(i)
-                    .iter()
-                    .filter(|r| input.observed.get(*r).is_none_or(Vec::is_empty))
-                    .cloned()
-                    .collect();
-                if !absent.is_empty() && e.iter().all(RenderError::is_undefined) {
-                    out.ready.insert(
-                        &child.name,
-                        Readiness::NotReady(format!("waiting for {}", absent.join(", "))),
-                    );
-                    out.waiting.push(Waiting {
-                        child: child.name.clone(),
-                        on: absent,
-                    });
-                    continue;
-                }
-                out.ready
-                    .insert(&child.name, Readiness::NotReady("render failed".into()));
-                errors.append(&mut e);
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(RenderFailure(errors))
-    }
-}
-
 /// Renders a parent: its desired children, the children still waiting, and its status.
 pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
     let info = ParentInfo::new(def, input.parent);
@@ -407,106 +315,6 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
         adoptions: Vec::new(),
         finalize: None,
     })
-}
-
-/// The finalize step of a parent being deleted: its finalize children, and whether the
-/// teardown of the other children may start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinalizeOutput {
-    /// The finalize children to apply, in dependency order.
-    pub children: Vec<DesiredChild>,
-    /// Finalize children held back by their dependencies.
-    pub waiting: Vec<Waiting>,
-    /// `None` when the step is done (`finalize.until` holds, or without it, every
-    /// finalize child is ready); otherwise what it waits for.
-    pub pending: Option<String>,
-}
-
-impl FinalizeOutput {
-    /// `{"children": [...], "waiting": [...], "done": bool, "pending": "..."}`, as
-    /// `stencil render` prints for a parent that carries a deletionTimestamp.
-    pub fn to_json(&self) -> Value {
-        let mut out = json!({
-            "children": self.children.iter().map(|c| c.object.clone()).collect::<Vec<_>>(),
-            "waiting": self.waiting,
-            "done": self.pending.is_none(),
-        });
-        if let Some(p) = &self.pending {
-            out["pending"] = json!(p);
-        }
-        out
-    }
-}
-
-/// Renders the finalize step of a parent being deleted.
-pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<FinalizeOutput, RenderFailure> {
-    let info = ParentInfo::new(def, input.parent);
-    let context = context(def, &input);
-    let jinja_ctx = JinjaValue::from(Serde(&context));
-    let entries = render_entries(&info, def.finalize_order(), &jinja_ctx, &input)?;
-    let pending = match def.until() {
-        Some(rule) if rule.holds(&context) => None,
-        Some(rule) => Some(format!("finalize.until `{}` does not hold", rule.source())),
-        None => {
-            let not_ready: Vec<String> = entries
-                .ready
-                .iter()
-                .filter_map(|(name, r)| match r {
-                    Readiness::NotReady(why) => Some(format!("{name} ({why})")),
-                    Readiness::Ready => None,
-                })
-                .collect();
-            (!not_ready.is_empty()).then(|| format!("finalize children not ready: {}", not_ready.join(", ")))
-        }
-    };
-    Ok(FinalizeOutput {
-        children: entries.desired,
-        waiting: entries.waiting,
-        pending,
-    })
-}
-
-/// Renders one child's template into labelled, owned objects.
-fn render_child(
-    info: &ParentInfo<'_>,
-    index: usize,
-    ctx: &JinjaValue,
-    scopes: &Scopes,
-) -> Result<Vec<Value>, Vec<RenderError>> {
-    let child = info.def.entry(index);
-    let declared = &info.def.child_kinds[index];
-    let template = info.def.template_name(index);
-    let text = info
-        .render_template(&template, &child.template, ctx)
-        .map_err(|e| vec![e])?;
-    let docs: Vec<Value> = crate::yaml::documents(&text).map_err(|e| {
-        vec![RenderError::Output {
-            at: info.place(&template, None),
-            line: e.line,
-            message: e.message,
-        }]
-    })?;
-    if !child.collection && docs.len() > 1 {
-        return Err(vec![RenderError::Object {
-            at: info.place(&template, None),
-            message: format!(
-                "rendered {} documents; set `collection: true` on the child to render several",
-                docs.len()
-            ),
-        }]);
-    }
-    let mut objects = Vec::new();
-    let mut errors = Vec::new();
-    for (n, doc) in docs.into_iter().enumerate() {
-        match decorate::decorate(info, child, declared, doc, scopes) {
-            Ok(o) => objects.push(o),
-            Err(message) => errors.push(RenderError::Object {
-                at: info.place(&template, None),
-                message: format!("document {}: {message}", n + 1),
-            }),
-        }
-    }
-    if errors.is_empty() { Ok(objects) } else { Err(errors) }
 }
 
 #[cfg(test)]

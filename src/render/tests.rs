@@ -47,16 +47,16 @@ impl Inputs {
         self.observed.entry(child.into()).or_default().push(obj);
         self
     }
+    fn input<'a>(&'a self, parent: &'a Value) -> RenderInput<'a> {
+        RenderInput {
+            parent,
+            observed: &self.observed,
+            lookups: &self.lookups,
+            scopes: &self.scopes,
+        }
+    }
     fn run(&self, def: &CompiledDefinition, parent: &Value) -> Result<RenderOutput, RenderFailure> {
-        render(
-            def,
-            RenderInput {
-                parent,
-                observed: &self.observed,
-                lookups: &self.lookups,
-                scopes: &self.scopes,
-            },
-        )
+        render(def, self.input(parent))
     }
 }
 
@@ -413,16 +413,7 @@ fn finalize_section(until: Option<&str>) -> String {
 
 impl Inputs {
     fn finalize(&self, def: &CompiledDefinition, parent: &Value) -> FinalizeOutput {
-        render_finalize(
-            def,
-            RenderInput {
-                parent,
-                observed: &self.observed,
-                lookups: &self.lookups,
-                scopes: &self.scopes,
-            },
-        )
-        .unwrap()
+        render_finalize(def, self.input(parent)).unwrap()
     }
 }
 

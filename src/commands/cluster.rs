@@ -1,0 +1,166 @@
+//! The subcommands that read the cluster in the kubeconfig and never write to it:
+//! `stencil diff` and `stencil render --from-cluster`.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt as _;
+use serde_json::Value;
+
+use super::FAILED;
+use crate::cli::{DiffArgs, DiffFormat};
+use stencil::live;
+
+/// Runs a future on a runtime of its own: the offline commands that read the cluster
+/// are the only async ones.
+pub(super) fn block_on<F: std::future::Future>(future: F) -> Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    Ok(runtime.block_on(future))
+}
+
+/// Whether `target`'s kind (`Database`, `database` or `databases`) names the parent kind.
+fn names_parent_kind(def: &stencil::compile::CompiledDefinition, kind: &str) -> bool {
+    let own = &def.parent.kind;
+    kind.eq_ignore_ascii_case(own)
+        || def
+            .spec
+            .crd
+            .as_ref()
+            .is_some_and(|c| c.names.plural == kind || c.names.short_names.iter().any(|s| s == kind))
+        || kind.eq_ignore_ascii_case(&stencil::scaffold::plural(own))
+}
+
+/// `stencil render --from-cluster`: the parent, its children (by the parent-UID label)
+/// and its lookups, read from the cluster and rendered as the controller would.
+pub(super) async fn from_cluster(
+    def: &stencil::compile::CompiledDefinition,
+    target: &str,
+    namespace: Option<&str>,
+) -> Result<stencil::render::RenderOutput> {
+    let (kind, name) = target
+        .split_once('/')
+        .with_context(|| format!("--from-cluster `{target}` must be written KIND/NAME"))?;
+    if !names_parent_kind(def, kind) {
+        bail!(
+            "--from-cluster names kind `{kind}`, but definition {} reconciles {}",
+            def.name,
+            def.parent.kind
+        );
+    }
+    let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let kinds = live::Kinds::resolve(&client, def).await?;
+    // As kubectl does: a namespaced parent without -n is in the kubeconfig's namespace.
+    let namespace = namespace.unwrap_or(client.default_namespace()).to_string();
+    let parent = kinds
+        .parents(&client, Some(&namespace))
+        .get_opt(name)
+        .await
+        .with_context(|| format!("reading {} {name}", def.parent.kind))?
+        .with_context(|| format!("{} {name} does not exist", def.parent.kind))?;
+    let parent = live::to_value(parent, &kinds.parent.resource);
+    let uid = parent
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let mut children = kinds
+        .children(&client, &format!("{}={uid}", stencil::labels::PARENT_UID))
+        .await?;
+    let children = children.remove(&uid).unwrap_or_default();
+    let snapshot = live::Snapshot::read(&client, def, &kinds, parent, children).await??;
+    Ok(snapshot.render(def, &kinds.scopes)?)
+}
+
+/// Parents compared at once by `stencil diff`.
+const DIFF_CONCURRENCY: usize = 16;
+
+/// `stencil diff`, with kubectl diff's exit codes: 0 no change, 1 changes, 2 an error.
+pub fn diff(args: &DiffArgs) -> ExitCode {
+    match block_on(diff_parents(args)).and_then(|r| r) {
+        Ok(diffs) => {
+            let summary = live::diff::Summary::of(&diffs);
+            match args.output {
+                DiffFormat::Json => {
+                    let report = serde_json::json!({"parents": diffs, "summary": summary});
+                    println!("{report:#}");
+                }
+                DiffFormat::Text => print!("{}", live::diff::text(&diffs)),
+            }
+            if summary.errors > 0 {
+                ExitCode::from(DIFF_ERROR)
+            } else if summary.changes() {
+                ExitCode::from(FAILED)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(DIFF_ERROR)
+        }
+    }
+}
+
+/// Exit code of `stencil diff` when it could not compare.
+const DIFF_ERROR: u8 = 2;
+
+async fn diff_parents(args: &DiffArgs) -> Result<Vec<live::diff::ParentDiff>> {
+    let (_, def) = super::load_one(&args.definition, args.name.as_deref())?;
+    let def = &def;
+    let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let kinds = live::Kinds::resolve(&client, def).await?;
+    let mut params = kube::api::ListParams::default();
+    if let Some(selector) = &args.selector {
+        params = params.labels(selector);
+    }
+    let mut parents = Vec::new();
+    let namespaces: Vec<Option<&str>> = if args.namespaces.is_empty() {
+        vec![None]
+    } else {
+        args.namespaces.iter().map(|n| Some(n.as_str())).collect()
+    };
+    for ns in namespaces {
+        let list = kinds
+            .parents(&client, ns)
+            .list(&params)
+            .await
+            .with_context(|| format!("listing {} parents", def.parent.kind))?;
+        parents.extend(
+            list.items
+                .into_iter()
+                .map(|p| live::to_value(p, &kinds.parent.resource)),
+        );
+    }
+    let selector = format!("{}={}", stencil::labels::MANAGED_BY, stencil::labels::MANAGED_BY_VALUE);
+    let children = kinds.children(&client, &selector).await?;
+    let progress = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(parents.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let compared = futures::stream::iter(parents)
+        .map(|parent| {
+            let uid = parent
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let own = children.get(uid).cloned().unwrap_or_default();
+            let (client, kinds, progress) = (&client, &kinds, &progress);
+            async move {
+                let diff = live::diff::parent(client, def, kinds, parent, own).await;
+                progress.inc(1);
+                diff
+            }
+        })
+        .buffer_unordered(DIFF_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    progress.finish_and_clear();
+    let mut diffs = compared.into_iter().collect::<Result<Vec<_>, _>>()?;
+    diffs.sort_by(|a, b| a.parent.cmp(&b.parent));
+    Ok(diffs)
+}

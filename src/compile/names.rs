@@ -1,0 +1,20 @@
+//! Template names inside a definition's environment, as errors show them.
+
+/// The template of child `name`.
+pub fn child(name: &str) -> String {
+    format!("children[{name}].template")
+}
+/// The template of finalize child `name`.
+pub fn finalize_child(name: &str) -> String {
+    format!("finalize.children[{name}].template")
+}
+/// The name template of lookup `name`.
+pub fn lookup_name(name: &str) -> String {
+    format!("lookups[{name}].nameTemplate")
+}
+/// The namespace template of lookup `name`.
+pub fn lookup_namespace(name: &str) -> String {
+    format!("lookups[{name}].namespaceTemplate")
+}
+/// The status template.
+pub const STATUS: &str = "status.template";

@@ -1,0 +1,152 @@
+//! Rendering one list of child entries (`children`, or `finalize.children`) in dependency
+//! order: each template into labelled, owned objects, or a waiting entry when a lookup is
+//! missing, a dependency is not ready, or the template reads a child that does not exist.
+
+use std::collections::BTreeMap;
+
+use minijinja::value::Value as JinjaValue;
+use serde_json::Value;
+
+use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, status};
+use crate::gvk::Scopes;
+use crate::readiness::Readiness;
+
+/// What rendering one list of child entries gives.
+pub(super) struct Entries<'a> {
+    pub(super) desired: Vec<DesiredChild>,
+    pub(super) waiting: Vec<Waiting>,
+    pub(super) ready: BTreeMap<&'a str, Readiness>,
+}
+
+/// Renders the entries at `order` (indices into [`CompiledDefinition::entry`]): an entry
+/// is held back while a lookup is missing or what it depends on is not ready.
+pub(super) fn render_entries<'a>(
+    info: &ParentInfo<'a>,
+    order: &[usize],
+    jinja_ctx: &JinjaValue,
+    input: &RenderInput<'_>,
+) -> Result<Entries<'a>, RenderFailure> {
+    let def = info.def;
+    let missing_lookups: Vec<String> = def
+        .spec
+        .lookups
+        .iter()
+        .filter(|l| !l.optional && !input.lookups.contains_key(&l.name))
+        .map(|l| format!("lookups.{}", l.name))
+        .collect();
+    let mut out = Entries {
+        desired: Vec::new(),
+        waiting: Vec::new(),
+        ready: BTreeMap::new(),
+    };
+    let mut errors = Vec::new();
+    for &i in order {
+        let child = def.entry(i);
+        let blockers: Vec<String> = if missing_lookups.is_empty() {
+            child
+                .depends_on
+                .iter()
+                .filter(|d| !out.ready.get(d.as_str()).is_some_and(Readiness::is_ready))
+                .cloned()
+                .collect()
+        } else {
+            missing_lookups.clone()
+        };
+        if !blockers.is_empty() {
+            out.ready.insert(
+                &child.name,
+                Readiness::NotReady(format!("waiting for {}", blockers.join(", "))),
+            );
+            out.waiting.push(Waiting {
+                child: child.name.clone(),
+                on: blockers,
+            });
+            continue;
+        }
+        match render_child(info, i, jinja_ctx, input.scopes) {
+            Ok(objects) => {
+                let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
+                out.ready
+                    .insert(&child.name, status::child_readiness(def, i, &objects, observed));
+                out.desired.extend(objects.into_iter().map(|object| DesiredChild {
+                    child: child.name.clone(),
+                    update_policy: child.update_policy,
+                    adopt: child.adopt,
+                    object,
+                }));
+            }
+            Err(mut e) => {
+                // Reading through a child that does not exist yet waits for it, as
+                // `dependsOn` would, instead of failing every child of the parent.
+                let absent: Vec<String> = def
+                    .reads(i)
+                    .iter()
+                    .filter(|r| input.observed.get(*r).is_none_or(Vec::is_empty))
+                    .cloned()
+                    .collect();
+                if !absent.is_empty() && e.iter().all(RenderError::is_undefined) {
+                    out.ready.insert(
+                        &child.name,
+                        Readiness::NotReady(format!("waiting for {}", absent.join(", "))),
+                    );
+                    out.waiting.push(Waiting {
+                        child: child.name.clone(),
+                        on: absent,
+                    });
+                    continue;
+                }
+                out.ready
+                    .insert(&child.name, Readiness::NotReady("render failed".into()));
+                errors.append(&mut e);
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(RenderFailure(errors))
+    }
+}
+
+/// Renders one child's template into labelled, owned objects.
+fn render_child(
+    info: &ParentInfo<'_>,
+    index: usize,
+    ctx: &JinjaValue,
+    scopes: &Scopes,
+) -> Result<Vec<Value>, Vec<RenderError>> {
+    let child = info.def.entry(index);
+    let declared = &info.def.child_kinds[index];
+    let template = info.def.template_name(index);
+    let text = info
+        .render_template(&template, &child.template, ctx)
+        .map_err(|e| vec![e])?;
+    let docs: Vec<Value> = crate::yaml::documents(&text).map_err(|e| {
+        vec![RenderError::Output {
+            at: info.place(&template, None),
+            line: e.line,
+            message: e.message,
+        }]
+    })?;
+    if !child.collection && docs.len() > 1 {
+        return Err(vec![RenderError::Object {
+            at: info.place(&template, None),
+            message: format!(
+                "rendered {} documents; set `collection: true` on the child to render several",
+                docs.len()
+            ),
+        }]);
+    }
+    let mut objects = Vec::new();
+    let mut errors = Vec::new();
+    for (n, doc) in docs.into_iter().enumerate() {
+        match decorate::decorate(info, child, declared, doc, scopes) {
+            Ok(o) => objects.push(o),
+            Err(message) => errors.push(RenderError::Object {
+                at: info.place(&template, None),
+                message: format!("document {}: {message}", n + 1),
+            }),
+        }
+    }
+    if errors.is_empty() { Ok(objects) } else { Err(errors) }
+}
