@@ -26,8 +26,9 @@ pub enum Verdict {
 }
 
 /// Judges the live object (if any) that a desired child of the parent with `parent_uid`
-/// would write.
-pub fn judge(live: Option<&Value>, parent_uid: &str, adopt: Adopt) -> Verdict {
+/// would write for the definition named `definition`. Another definition's child of the
+/// same parent (two decorators of one object) is that definition's.
+pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, adopt: Adopt) -> Verdict {
     let Some(live) = live else {
         return Verdict::Absent;
     };
@@ -41,7 +42,12 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, adopt: Adopt) -> Verdict {
         .and_then(Value::as_array)
         .and_then(|refs| refs.iter().find(|r| r.get("controller") == Some(&Value::Bool(true))));
     let controlled_by_other = controller.filter(|r| r.get("uid").and_then(Value::as_str) != Some(parent_uid));
+    let other_definition = label(labels::DEFINITION).filter(|d| *d != crate::render::label_value(definition));
     match (label(labels::PARENT_UID), controlled_by_other) {
+        (Some(uid), _) if uid == parent_uid && other_definition.is_some() => Verdict::Conflict(format!(
+            "{what} belongs to definition {} of the same parent; it keeps the object until it lets it go",
+            other_definition.unwrap_or_default()
+        )),
         (Some(uid), None) if uid == parent_uid => Verdict::Ours,
         (Some(uid), _) if uid != parent_uid => {
             let parent = match (label(labels::PARENT_NAMESPACE), label(labels::PARENT_NAME)) {
@@ -73,7 +79,7 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, adopt: Adopt) -> Verdict {
 /// children (offline: the objects given to `stencil render` and `stencil test` without a
 /// `stencil.dev/child` label): each desired object that one of them names is a conflict
 /// (and the parent not Ready), or an adoption, as the controller would decide.
-pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str) {
+pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, definition: &str) {
     let mut conflicts = Vec::new();
     for child in &out.children {
         let Some(key) = ObjectKey::of_value(&child.object) else {
@@ -82,7 +88,7 @@ pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str) {
         let Some(live) = existing.iter().find(|o| ObjectKey::of_value(o).as_ref() == Some(&key)) else {
             continue;
         };
-        match judge(Some(live), parent_uid, child.adopt) {
+        match judge(Some(live), parent_uid, definition, child.adopt) {
             Verdict::Conflict(message) => conflicts.push(message),
             Verdict::Adopt => out.adoptions.push(key.to_string()),
             Verdict::Absent | Verdict::Ours => {}
@@ -126,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_missing_object_is_created() {
-        assert_eq!(judge(None, "p", Adopt::Never), Verdict::Absent);
+        assert_eq!(judge(None, "p", "shop", Adopt::Never), Verdict::Absent);
     }
 
     #[test]
@@ -135,18 +141,18 @@ mod tests {
             json!({labels::PARENT_UID: "p"}),
             json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
         );
-        assert_eq!(judge(Some(&live), "p", Adopt::Never), Verdict::Ours);
+        assert_eq!(judge(Some(&live), "p", "shop", Adopt::Never), Verdict::Ours);
     }
 
     #[test]
     fn a_hand_made_object_is_a_conflict_naming_its_managers_unless_adoptable() {
         let live = cm(json!({}), json!([]));
-        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::Never) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::Never) else {
             panic!()
         };
         assert!(message.contains("ConfigMap shop/orders-config"), "{message}");
         assert!(message.contains("kubectl-client-side-apply, helm"), "{message}");
-        assert_eq!(judge(Some(&live), "p", Adopt::IfUnowned), Verdict::Adopt);
+        assert_eq!(judge(Some(&live), "p", "shop", Adopt::IfUnowned), Verdict::Adopt);
     }
 
     #[test]
@@ -155,7 +161,7 @@ mod tests {
             json!({}),
             json!([{"uid": "rs", "controller": true, "kind": "ReplicaSet", "name": "web-1"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::IfUnowned) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("controlled by ReplicaSet web-1"), "{message}");
@@ -167,7 +173,7 @@ mod tests {
             json!({labels::PARENT_UID: "q", labels::PARENT_NAME: "first", labels::PARENT_NAMESPACE: "shop", labels::DEFINITION: "shops"}),
             json!([{"uid": "q", "controller": true, "kind": "Shop", "name": "first"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", Adopt::IfUnowned) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("parent shop/first of shops"), "{message}");
@@ -180,7 +186,7 @@ mod tests {
             json!([{"uid": "x", "controller": true, "kind": "Other", "name": "o"}]),
         );
         assert!(matches!(
-            judge(Some(&live), "p", Adopt::IfUnowned),
+            judge(Some(&live), "p", "shop", Adopt::IfUnowned),
             Verdict::Conflict(_)
         ));
     }

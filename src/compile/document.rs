@@ -19,6 +19,7 @@ pub(crate) enum Field {
     Definition,
     Parent,
     Crd,
+    Decorate,
     AllowedNamespaces,
     ResyncSeconds,
     ChildName(usize),
@@ -28,6 +29,7 @@ pub(crate) enum Field {
     LookupName(usize),
     LookupNameTemplate(usize),
     LookupNamespaceTemplate(usize),
+    LookupSelector(usize),
     StatusValue(String),
     Condition(usize),
     StatusTemplate,
@@ -57,6 +59,7 @@ impl Field {
             Field::Definition => return None,
             Field::Parent => "spec.parent".into(),
             Field::Crd => "spec.crd".into(),
+            Field::Decorate => "spec.decorate".into(),
             Field::AllowedNamespaces => "spec.allowedNamespaces".into(),
             Field::ResyncSeconds => "spec.resyncSeconds".into(),
             Field::ChildName(i) => format!("{}.name", child(i)),
@@ -66,6 +69,7 @@ impl Field {
             Field::LookupName(i) => format!("lookups[{}].name", lookup(i)),
             Field::LookupNameTemplate(i) => format!("lookups[{}].nameTemplate", lookup(i)),
             Field::LookupNamespaceTemplate(i) => format!("lookups[{}].namespaceTemplate", lookup(i)),
+            Field::LookupSelector(i) => format!("lookups[{}].selector", lookup(i)),
             Field::StatusValue(k) => format!("status.fields.{k}"),
             Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
             Field::StatusTemplate => "status.template".into(),
@@ -109,6 +113,7 @@ impl Locator {
             Field::Definition => self.spans.metadata.as_ref(),
             Field::Parent => s.parent.as_ref(),
             Field::Crd => s.crd.as_ref(),
+            Field::Decorate => s.decorate.as_ref(),
             Field::AllowedNamespaces => s.allowed_namespaces.as_ref(),
             Field::ResyncSeconds => s.resync_seconds.as_ref(),
             Field::ChildName(i) => child(i).and_then(|c| c.name.as_ref()),
@@ -118,6 +123,7 @@ impl Locator {
             Field::LookupName(i) => lookup(i).and_then(|l| l.name.as_ref()),
             Field::LookupNameTemplate(i) => lookup(i).and_then(|l| l.name_template.as_ref()),
             Field::LookupNamespaceTemplate(i) => lookup(i).and_then(|l| l.namespace_template.as_ref()),
+            Field::LookupSelector(i) => lookup(i).and_then(|l| l.selector.as_ref()),
             Field::StatusValue(k) => s.status.fields.get(k),
             Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
             Field::StatusTemplate => s.status.template.as_ref(),
@@ -158,6 +164,7 @@ struct SpanDoc {
 struct SpanSpec {
     parent: Option<Spanned<Value>>,
     crd: Option<Spanned<Value>>,
+    decorate: Option<Spanned<Value>>,
     allowed_namespaces: Option<Spanned<Value>>,
     resync_seconds: Option<Spanned<Value>>,
     children: Vec<SpanChild>,
@@ -188,6 +195,7 @@ struct SpanLookup {
     name: Option<Spanned<Value>>,
     name_template: Option<Spanned<Value>>,
     namespace_template: Option<Spanned<Value>>,
+    selector: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

@@ -26,6 +26,7 @@ pub(crate) use validate::{is_dns_label, is_kind};
 
 use crate::definition::{Child, OperatorDefinition, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
+use crate::selector::Matcher;
 use document::{Field, Locator};
 use rules::Rule;
 
@@ -91,6 +92,8 @@ pub struct CompiledDefinition {
     /// `finalize.children`).
     pub child_kinds: Vec<Vec<Gvk>>,
     reads: Vec<Vec<String>>,
+    /// A decorator's label and annotation selectors, parsed.
+    decorate: Option<(Option<Matcher>, Option<Matcher>)>,
 }
 
 impl CompiledDefinition {
@@ -186,6 +189,25 @@ impl CompiledDefinition {
             }
         }
         all
+    }
+
+    /// A decorator's label selector as the API server takes it, when it selects anything
+    /// less than every object: the parent watch sends it with its list and watch.
+    pub fn parent_label_query(&self) -> Option<&str> {
+        let (labels, _) = self.decorate.as_ref()?;
+        labels.as_ref().map(Matcher::query).filter(|q| !q.is_empty())
+    }
+
+    /// Whether a decorator decorates an object with these labels and annotations; a
+    /// composite definition serves every object of its kind.
+    pub fn decorates(
+        &self,
+        labels: Option<&BTreeMap<String, String>>,
+        annotations: Option<&BTreeMap<String, String>>,
+    ) -> bool {
+        self.decorate.as_ref().is_none_or(|(l, a)| {
+            l.as_ref().is_none_or(|m| m.matches(labels)) && a.as_ref().is_none_or(|m| m.matches(annotations))
+        })
     }
 
     /// Every lookup's kind, without repeats.
@@ -298,13 +320,27 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         }
     }
     for (i, lookup) in spec.lookups.iter().enumerate() {
-        template(
-            names::lookup_name(&lookup.name),
-            &lookup.name_template,
-            Field::LookupNameTemplate(i),
-            &mut report,
-        );
-        if let Some(ns) = &lookup.namespace_template {
+        if let Some(name_template) = &lookup.name_template {
+            template(
+                names::lookup_name(&lookup.name),
+                name_template,
+                Field::LookupNameTemplate(i),
+                &mut report,
+            );
+        }
+        for (path, value) in lookup.selector.iter().flat_map(crate::selector::values) {
+            if crate::selector::is_template(value) {
+                template(
+                    names::lookup_selector(&lookup.name, &path),
+                    value,
+                    Field::LookupSelector(i),
+                    &mut report,
+                );
+            }
+        }
+        if let Some(ns) = &lookup.namespace_template
+            && ns.trim() != "*"
+        {
             template(
                 names::lookup_namespace(&lookup.name),
                 ns,
@@ -370,6 +406,13 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         .as_deref()
         .and_then(|r| rule(r, Field::FinalizeUntil, &mut report));
 
+    // The selectors were checked by `validate::check`; a bad one has been reported.
+    let decorate = spec.decorate.as_ref().map(|d| {
+        let parse = |s: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+            s.as_ref().and_then(|s| Matcher::new(s).ok())
+        };
+        (parse(&d.selector), parse(&d.annotation_selector))
+    });
     errors.sort_by_key(|d| (d.line, d.column));
     match (errors.is_empty(), parent, order) {
         (true, Some(parent), Some((order, finalize_order))) => Ok(CompiledDefinition {
@@ -387,6 +430,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             condition_rules,
             child_kinds,
             reads,
+            decorate,
         }),
         _ => Err(Diagnostics(errors)),
     }

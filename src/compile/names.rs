@@ -16,5 +16,9 @@ pub fn lookup_name(name: &str) -> String {
 pub fn lookup_namespace(name: &str) -> String {
     format!("lookups[{name}].namespaceTemplate")
 }
+/// A templated value of lookup `name`'s selector, at `path` inside the selector.
+pub fn lookup_selector(name: &str, path: &str) -> String {
+    format!("lookups[{name}].selector.{path}")
+}
 /// The status template.
 pub const STATUS: &str = "status.template";

@@ -290,3 +290,102 @@ fn finalized_is_a_condition_stencil_writes() {
     let d = one_error(&text);
     assert!(d.to_string().contains("written by Stencil"), "{d}");
 }
+
+const DECORATOR: &str = r#"apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: ns-defaults.example.com
+spec:
+  parent:
+    apiVersion: v1
+    kind: Namespace
+  decorate:
+    selector:
+      matchExpressions: [{key: example.com/team, operator: Exists}]
+  children:
+    - name: quota
+      template: |
+        apiVersion: v1
+        kind: ResourceQuota
+        metadata:
+          name: q
+          namespace: {{ parent.metadata.name }}
+"#;
+
+#[test]
+fn a_decorator_compiles_with_its_selector_sent_to_the_server() {
+    let (defs, diags) = compile_file("d.yaml", DECORATOR);
+    assert!(diags.0.is_empty(), "{diags}");
+    assert_eq!(defs[0].parent_label_query(), Some("example.com/team"));
+    let team = std::collections::BTreeMap::from([("example.com/team".to_string(), "a".to_string())]);
+    assert!(defs[0].decorates(Some(&team), None));
+    assert!(!defs[0].decorates(None, None));
+}
+
+#[test]
+fn a_decorator_with_a_status_is_an_error() {
+    let d = one_error(&DECORATOR.replace(
+        "  children:",
+        "  status:\n    fields:\n      x: $.parent.metadata.name\n  children:",
+    ));
+    assert!(d.to_string().contains("no status"), "{d}");
+    assert_eq!(d.field.as_deref(), Some("spec.decorate"), "{d}");
+}
+
+#[test]
+fn a_decorator_with_a_crd_or_a_finalize_step_is_an_error() {
+    let with_step = DECORATOR.replace(
+        "  children:",
+        "  finalize:\n    until: $.parent.metadata.name\n  children:",
+    );
+    assert!(one_error(&with_step).to_string().contains("no finalize step"));
+    let with_crd = GOOD.replace(
+        "  children:",
+        "  decorate: {}\n  crd:\n    names: {plural: widgets}\n    versions:\n      - name: v1\n        served: true\n        storage: true\n        schema:\n          openAPIV3Schema: {type: object}\n  children:",
+    );
+    assert!(
+        errors(&with_crd)
+            .iter()
+            .any(|d| d.to_string().contains("remove spec.crd"))
+    );
+}
+
+#[test]
+fn a_decorator_selector_with_an_unknown_operator_is_an_error() {
+    let d = one_error(&DECORATOR.replace("operator: Exists", "operator: Maybe"));
+    assert!(d.to_string().contains("`Maybe`"), "{d}");
+}
+
+const SELECTOR_LOOKUP: &str = "  lookups:\n    - name: namespaces\n      apiVersion: v1\n      kind: Namespace\n      selector: {matchLabels: {team: \"{{ parent.spec.team }}\"}}\n  children:";
+
+#[test]
+fn a_lookup_takes_a_name_or_a_selector() {
+    let (defs, diags) = compile_file("w.yaml", &GOOD.replace("  children:", SELECTOR_LOOKUP));
+    assert!(diags.0.is_empty(), "{diags}");
+    assert_eq!(defs.len(), 1);
+    let both = SELECTOR_LOOKUP.replace("      selector:", "      nameTemplate: x\n      selector:");
+    let d = one_error(&GOOD.replace("  children:", &both));
+    assert!(d.to_string().contains("not both"), "{d}");
+    assert_eq!(d.field.as_deref(), Some("lookups[namespaces].selector"), "{d}");
+    let neither = "  lookups:\n    - name: n\n      apiVersion: v1\n      kind: Namespace\n  children:";
+    assert!(
+        one_error(&GOOD.replace("  children:", neither))
+            .to_string()
+            .contains("set nameTemplate")
+    );
+}
+
+#[test]
+fn a_templated_selector_value_that_does_not_parse_is_located() {
+    let bad = SELECTOR_LOOKUP.replace("{{ parent.spec.team }}", "{{ parent.spec.team ");
+    let d = one_error(&GOOD.replace("  children:", &bad));
+    assert!(matches!(d.error, CompileError::Template(_)), "{d}");
+    assert!(d.line >= 13, "{d}");
+}
+
+#[test]
+fn every_namespace_needs_a_selector() {
+    let named = "  lookups:\n    - name: s\n      apiVersion: v1\n      kind: Secret\n      nameTemplate: s\n      namespaceTemplate: \"*\"\n  children:";
+    let d = one_error(&GOOD.replace("  children:", named));
+    assert!(d.to_string().contains("needs a selector"), "{d}");
+}

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -28,8 +28,12 @@ use serde_json::Value;
 )]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OperatorDefinitionSpec {
-    /// The kind this definition reconciles.
+    /// The kind this definition reconciles, or decorates when `decorate` is set.
     pub parent: ParentRef,
+    /// When set, the definition is a decorator: it attaches children to existing objects
+    /// of the parent kind that match, and never writes those objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorate: Option<Decorate>,
     /// When set, Stencil installs and updates the parent's CustomResourceDefinition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crd: Option<CrdSpec>,
@@ -54,6 +58,13 @@ pub struct OperatorDefinitionSpec {
     pub resync_seconds: Option<u32>,
 }
 
+impl OperatorDefinitionSpec {
+    /// Whether the definition decorates existing objects instead of reconciling its own kind.
+    pub fn is_decorator(&self) -> bool {
+        self.decorate.is_some()
+    }
+}
+
 /// A Kubernetes kind named by apiVersion and kind.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -62,6 +73,19 @@ pub struct ParentRef {
     pub api_version: String,
     /// The kind, e.g. `Database`.
     pub kind: String,
+}
+
+/// Which existing objects of the parent kind a decorator decorates: those matching both
+/// selectors (an absent selector matches everything).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Decorate {
+    /// A label selector, sent to the API server with the list and watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// The same shape over annotations, evaluated by Stencil.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation_selector: Option<LabelSelector>,
 }
 
 /// The parent's CustomResourceDefinition; its group and kind come from `spec.parent`.
@@ -139,7 +163,8 @@ pub struct CrdSchema {
     pub open_api_v3_schema: Value,
 }
 
-/// An object that templates may read, fetched by name for each parent.
+/// An object that templates may read, fetched by name for each parent; or, with
+/// `selector`, the list of objects that match.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Lookup {
@@ -150,8 +175,14 @@ pub struct Lookup {
     /// The object's kind.
     pub kind: String,
     /// A template, over `parent`, that renders the object's name.
-    pub name_template: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_template: Option<String>,
+    /// Instead of a name: a label selector (its values may be templates over `parent`);
+    /// `lookups.<name>` is then the list of matching objects, sorted by namespace and name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
     /// A template that renders the object's namespace; the parent's namespace by default.
+    /// `*` looks in every namespace (selector lookups only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_template: Option<String>,
     /// When true, a missing object renders as absent instead of holding the parent back.
@@ -328,12 +359,33 @@ pub struct OperatorDefinitionStatus {
     /// How many parents the definition serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_count: Option<i64>,
+    /// A decorator's count of the objects it decorates now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decorated_parents: Option<i64>,
+    /// A decorator's count of decorated objects whose children are all ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_parents: Option<i64>,
+    /// A decorator's first few decorated objects that are not ready, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failing_parents: Vec<FailingParent>,
     /// The last compile or reconcile error, with its location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// The generation the status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// A decorated object whose children are not all ready.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailingParent {
+    /// `Kind namespace/name` of the decorated object.
+    pub parent: String,
+    /// The reason of its `Ready=False`, as a composite parent's condition would give it.
+    pub reason: String,
+    /// What is wrong.
+    pub message: String,
 }
 
 fn default_true() -> bool {

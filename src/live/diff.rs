@@ -242,7 +242,7 @@ pub async fn parent(
             Some(l) => (Some(l), true),
             None => (find(&key, &existing), false),
         };
-        match child(client, kinds, uid, desired, &key, live.as_ref(), is_ours).await {
+        match child(client, kinds, (uid, &def.name), desired, &key, live.as_ref(), is_ours).await {
             Ok(Some(change)) => diff.changes.push(change),
             Ok(None) => {}
             Err(e) => diff.errors.push(e),
@@ -286,7 +286,7 @@ pub async fn parent(
 async fn child(
     client: &Client,
     kinds: &Kinds,
-    uid: &str,
+    (uid, definition): (&str, &str),
     desired: &DesiredChild,
     key: &ObjectKey,
     live: Option<&Value>,
@@ -295,7 +295,7 @@ async fn child(
     let object = key.to_string();
     if !is_ours && live.is_some() {
         // Not ours: a conflict (reported with the render) or an adoption.
-        return Ok(match ownership::judge(live, uid, desired.adopt) {
+        return Ok(match ownership::judge(live, uid, definition, desired.adopt) {
             Verdict::Adopt => Some(Change::Adopted { object }),
             _ => None,
         });

@@ -18,7 +18,7 @@ use crate::golden::{self, Observed};
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
 use crate::object_key::ObjectKey;
-use crate::render::{self, RenderFailure, RenderInput, RenderOutput};
+use crate::render::{self, RenderFailure, RenderInput, RenderOutput, Target};
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +141,37 @@ impl Kinds {
                 source,
             })
     }
+
+    /// Lists the objects of a lookup kind that a label selector matches, in one namespace
+    /// or (`None`) all; empty when the kind is not served.
+    pub async fn list(
+        &self,
+        client: &Client,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        selector: &str,
+    ) -> Result<Vec<Value>, LiveError> {
+        let Ok(gvk) = Gvk::parse(api_version, kind) else {
+            return Ok(Vec::new());
+        };
+        let Some(resolved) = self.kind(&gvk) else {
+            return Ok(Vec::new());
+        };
+        let api = self.api(client, resolved, namespace);
+        let list = api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|source| LiveError::Request {
+                action: format!("list {gvk} matching `{selector}`"),
+                source,
+            })?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|o| to_value(o, &resolved.resource))
+            .collect())
+    }
 }
 
 /// The kinds of `gvks` that discovery serves, recorded in `scopes`.
@@ -198,10 +229,20 @@ impl Snapshot {
             Err(f) => return Ok(Err(f)),
         };
         for r in &requests {
-            let found = kinds
-                .get(client, &r.api_version, &r.kind, r.namespace.as_deref(), &r.name)
-                .await?;
-            lookups.extend(found);
+            match &r.target {
+                Target::Name(name) => {
+                    let found = kinds
+                        .get(client, &r.api_version, &r.kind, r.namespace.as_deref(), name)
+                        .await?;
+                    lookups.extend(found);
+                }
+                Target::Selector(m) => {
+                    let found = kinds
+                        .list(client, &r.api_version, &r.kind, r.namespace.as_deref(), m.query())
+                        .await?;
+                    lookups.extend(found);
+                }
+            }
         }
         let mut observed = golden::split_observed(children, &parent);
         let out = match render_with(def, &parent, &observed, &lookups, &kinds.scopes) {
@@ -242,7 +283,7 @@ impl Snapshot {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        crate::ownership::settle(&mut out, &self.observed.existing, uid);
+        crate::ownership::settle(&mut out, &self.observed.existing, uid, &def.name);
         Ok(out)
     }
 }

@@ -10,6 +10,8 @@ use crate::gvk::{Gvk, Scopes};
 
 /// Verbs on a parent kind: read it, and patch its finalizers.
 pub const PARENT_VERBS: &[&str] = &["get", "list", "watch", "patch"];
+/// Verbs on a decorated kind: a decorator only reads its parents.
+pub const DECORATED_VERBS: &[&str] = &["get", "list", "watch"];
 /// Verbs on a parent's status subresource.
 pub const STATUS_VERBS: &[&str] = &["patch"];
 /// Verbs on a parent's finalizers subresource: needed to set `blockOwnerDeletion`.
@@ -177,9 +179,13 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
     };
     for def in defs {
         let parent = plural(&def.parent, defs);
-        grant(&def.parent, &parent, PARENT_VERBS, &[]);
-        grant(&def.parent, &format!("{parent}/status"), STATUS_VERBS, &[]);
-        grant(&def.parent, &format!("{parent}/finalizers"), FINALIZER_VERBS, &[]);
+        if def.spec.is_decorator() {
+            grant(&def.parent, &parent, DECORATED_VERBS, &[]);
+        } else {
+            grant(&def.parent, &parent, PARENT_VERBS, &[]);
+            grant(&def.parent, &format!("{parent}/status"), STATUS_VERBS, &[]);
+            grant(&def.parent, &format!("{parent}/finalizers"), FINALIZER_VERBS, &[]);
+        }
         for gvk in def.all_child_kinds() {
             grant(&gvk, &plural(&gvk, defs), CHILD_VERBS, &[]);
         }

@@ -3,7 +3,14 @@ use crate::compile::compile_file;
 
 fn bundled() -> Vec<CompiledDefinition> {
     let mut defs = Vec::new();
-    for name in ["database", "website", "tenant"] {
+    for name in [
+        "database",
+        "website",
+        "tenant",
+        "namespace-defaults",
+        "secret-propagation",
+        "service-per-pod",
+    ] {
         let path = format!("{}/operators/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
         let (d, diags) = compile_file(&path, &std::fs::read_to_string(&path).unwrap());
         assert!(diags.0.is_empty(), "{diags}");
@@ -118,4 +125,24 @@ fn one_namespace_is_watched_there_alone() {
     let n = needs(&defs, &scopes, &options);
     assert!(n.namespaced.allows("apps", "statefulsets", "watch", None));
     assert!(!n.cluster.allows("apps", "statefulsets", "watch", None));
+}
+
+#[test]
+fn a_decorator_only_reads_the_kind_it_decorates() {
+    let defs: Vec<CompiledDefinition> = bundled()
+        .into_iter()
+        .filter(|d| d.name.starts_with("service-per-pod"))
+        .collect();
+    let n = needs(&defs, &crate::compile::scopes(&defs), &Options::default());
+    let rules = n.cluster.policy_rules();
+    let on = |group: &str, resource: &str| -> Vec<String> {
+        rules
+            .iter()
+            .filter(|r| r["apiGroups"][0] == group && r["resources"][0] == resource)
+            .flat_map(|r| r["verbs"].as_array().cloned().unwrap_or_default())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(on("apps", "statefulsets"), ["get", "list", "watch"]);
+    assert!(on("apps", "statefulsets/status").is_empty() && on("apps", "statefulsets/finalizers").is_empty());
 }

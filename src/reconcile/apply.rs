@@ -90,7 +90,7 @@ pub(super) async fn child(
         },
     };
     let uid = parent.metadata.uid.as_deref().unwrap_or_default();
-    let adopting = match ownership::judge(live.as_ref(), uid, child.adopt) {
+    let adopting = match ownership::judge(live.as_ref(), uid, &ctx.def.name, child.adopt) {
         Verdict::Conflict(message) => return Ok(Applied::Conflict(message)),
         Verdict::Adopt => true,
         Verdict::Absent | Verdict::Ours => false,

@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource as _};
+use kube::{Client, Resource as _, ResourceExt as _};
 use serde_json::Value;
 
-use super::readers::Readers;
+use super::readers::{Readers, Selection};
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
@@ -50,11 +50,33 @@ pub struct Context {
     /// When the oldest unserved reconcile request of each parent arrived.
     pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
     pub(super) readers: Mutex<Readers>,
+    /// The selections each parent's selector lookups read.
+    pub(super) selections: Mutex<Readers<Selection>>,
     /// Objects each parent would write but another holds: their going wakes the parent.
     pub(super) waiting: Mutex<Readers>,
     /// The last conflict each parent reported, so its event is published once.
     pub(super) conflicts: Mutex<HashMap<ParentRef, String>>,
+    /// A decorator's last word on each parent it decorates: `None` when every child is
+    /// ready, else the reason and message a composite parent's `Ready` would carry. The
+    /// definition's status counts them, since a decorator never writes its parent.
+    pub(super) outcomes: Mutex<HashMap<ParentRef, Option<(String, String)>>>,
+    /// The `stencil.dev/definition` label of this definition's children.
+    definition_label: String,
 }
+
+/// How a decorator's parents are doing, for its definition's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Decorated {
+    /// Objects decorated now.
+    pub parents: usize,
+    /// Of those, how many have every child ready.
+    pub ready: usize,
+    /// The first few that are not, as (`Kind namespace/name`, reason, message).
+    pub failing: Vec<(String, String, String)>,
+}
+
+/// How many failing parents a decorator's status lists.
+const FAILING_SHOWN: usize = 5;
 
 impl Context {
     /// A context for a definition whose watches are resolved.
@@ -79,7 +101,6 @@ impl Context {
         );
         Context {
             client,
-            def,
             metrics,
             parents,
             children,
@@ -90,8 +111,12 @@ impl Context {
             forbidden: Mutex::new(None),
             pending: Mutex::new(HashMap::new()),
             readers: Mutex::new(Readers::default()),
+            selections: Mutex::new(Readers::default()),
             waiting: Mutex::new(Readers::default()),
             conflicts: Mutex::new(HashMap::new()),
+            outcomes: Mutex::new(HashMap::new()),
+            definition_label: crate::render::label_value(&def.name),
+            def,
         }
     }
 
@@ -120,14 +145,18 @@ impl Context {
             let pending = self.pending.lock().expect("pending lock");
             let failures = self.failures.lock().expect("failures lock");
             let readers = self.readers.lock().expect("readers lock");
+            let selections = self.selections.lock().expect("selections lock");
             let waiting = self.waiting.lock().expect("waiting lock");
             let conflicts = self.conflicts.lock().expect("conflicts lock");
+            let outcomes = self.outcomes.lock().expect("outcomes lock");
             pending
                 .keys()
                 .chain(failures.keys())
                 .chain(readers.parents())
+                .chain(selections.parents())
                 .chain(waiting.parents())
                 .chain(conflicts.keys())
+                .chain(outcomes.keys())
                 .filter(|p| gone(p))
                 .cloned()
                 .collect()
@@ -169,8 +198,72 @@ impl Context {
         self.pending.lock().expect("pending lock").remove(parent);
         self.failures.lock().expect("failures lock").remove(parent);
         self.readers.lock().expect("readers lock").forget(parent);
+        self.selections.lock().expect("selections lock").forget(parent);
         self.waiting.lock().expect("waiting lock").forget(parent);
         self.conflicts.lock().expect("conflicts lock").remove(parent);
+        self.outcomes.lock().expect("outcomes lock").remove(parent);
+    }
+
+    /// Whether this definition decorates `parent` now (always, for a composite one).
+    pub(super) fn decorates(&self, parent: &DynamicObject) -> bool {
+        self.def
+            .decorates(parent.metadata.labels.as_ref(), parent.metadata.annotations.as_ref())
+    }
+
+    /// Records a decorator's outcome for a parent from the status a composite parent
+    /// would get.
+    pub(super) fn record_outcome(&self, parent: &DynamicObject, status: &Value) {
+        let ready = status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
+        let outcome = match ready {
+            Some(c) if c["status"] == "True" => None,
+            Some(c) => Some((
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )),
+            None => Some(("Unknown".to_string(), String::new())),
+        };
+        self.outcomes
+            .lock()
+            .expect("outcomes lock")
+            .insert(self.parent_ref(parent), outcome);
+    }
+
+    /// A decorator's counts for its definition's status; `None` for a composite one.
+    pub fn decorated(&self) -> Option<Decorated> {
+        if !self.def.spec.is_decorator() {
+            return None;
+        }
+        let parents: Vec<ParentRef> = self
+            .parents
+            .store
+            .state()
+            .iter()
+            .filter(|p| self.decorates(p))
+            .map(|p| self.parent_ref(p))
+            .collect();
+        let outcomes = self.outcomes.lock().expect("outcomes lock");
+        let mut failing: Vec<(String, String, String)> = parents
+            .iter()
+            .filter_map(|p| {
+                let (reason, message) = outcomes.get(p)?.clone()?;
+                let at = p
+                    .namespace
+                    .as_ref()
+                    .map_or_else(|| p.name.clone(), |ns| format!("{ns}/{}", p.name));
+                Some((format!("{} {at}", self.def.parent.kind), reason, message))
+            })
+            .collect();
+        failing.sort();
+        let ready = parents.iter().filter(|p| matches!(outcomes.get(p), Some(None))).count();
+        failing.truncate(FAILING_SHOWN);
+        Some(Decorated {
+            parents: parents.len(),
+            ready,
+            failing,
+        })
     }
 
     pub(super) fn resync(&self) -> Duration {
@@ -229,9 +322,19 @@ impl Context {
         }
     }
 
-    /// Every live child of a parent, found by the parent-uid label.
+    /// Every live child of a parent from this definition, found by the parent-uid label:
+    /// several decorators of one object each see only their own.
     pub(super) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
-        self.children.iter().flat_map(|w| w.children_of(uid)).collect()
+        self.children
+            .iter()
+            .flat_map(|w| w.children_of(uid))
+            .filter(|c| c.labels().get(labels::DEFINITION) == Some(&self.definition_label))
+            .collect()
+    }
+
+    /// The UIDs of every parent that this definition's children name.
+    pub(super) fn parents_named(&self) -> std::collections::BTreeSet<String> {
+        self.children.iter().flat_map(|w| w.parent_uids()).collect()
     }
 }
 

@@ -181,9 +181,9 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
             .and_then(|name| ctx.def.entry_index(name))
             .is_some_and(|i| ctx.def.is_finalize(i))
     });
-    let mut blocking = teardown(ctx, parent, &uid, &first).await?;
+    let mut blocking = teardown(ctx, parent, &uid, &first, "Deleted").await?;
     if blocking.is_empty() {
-        blocking = teardown(ctx, parent, &uid, &last).await?;
+        blocking = teardown(ctx, parent, &uid, &last, "Deleted").await?;
     } else if !last.is_empty() {
         blocking.push("then the finalize children".to_string());
     }
@@ -303,11 +303,12 @@ fn since_deletion(parent: &DynamicObject) -> Duration {
 /// deletions in reverse dependsOn order, an entry's objects only once no entry that
 /// depends on it has objects left (a StatefulSet before the Secret it mounts). Returns
 /// what is still on its way out; every failed request is reported.
-async fn teardown(
+pub(super) async fn teardown(
     ctx: &Context,
     parent: &DynamicObject,
     uid: &str,
     children: &[Arc<DynamicObject>],
+    reason: &str,
 ) -> Result<Vec<String>, ReconcileError> {
     let (orphaned, deleted): (Vec<_>, Vec<_>) = children
         .iter()
@@ -348,7 +349,7 @@ async fn teardown(
         let Some(api) = ctx.child_api(child) else {
             continue;
         };
-        match apply::delete(ctx, parent, &api, &child.name_any(), &live, "Deleted").await {
+        match apply::delete(ctx, parent, &api, &child.name_any(), &live, reason).await {
             Ok(()) => blocking.push(describe(&live)),
             Err(source) => errors.push(ReconcileError::Kube {
                 action: "delete",

@@ -13,7 +13,8 @@ mod readers;
 mod status;
 mod triggers;
 
-pub use context::{Context, DEFAULT_RESYNC_SECONDS};
+pub use collect::strays;
+pub use context::{Context, DEFAULT_RESYNC_SECONDS, Decorated};
 pub use error::ReconcileError;
 pub use finalize::release;
 
@@ -35,6 +36,7 @@ use crate::metrics;
 use crate::object_key::ObjectKey;
 use crate::render::{self, RenderInput};
 use context::{describe, describe_object};
+use readers::Selection;
 use triggers::{Role, stream_from, triggers};
 
 /// Children of one parent applied at once.
@@ -101,6 +103,10 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
 }
 
 async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
+    let decorator = ctx.def.spec.is_decorator();
+    if decorator && (parent.metadata.deletion_timestamp.is_some() || !ctx.decorates(parent)) {
+        return collect::undecorate(ctx, parent).await;
+    }
     if parent.metadata.deletion_timestamp.is_some() {
         return finalize::run(ctx, parent).await;
     }
@@ -125,7 +131,11 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     // The garbage collector removes children that carry the parent's ownerReference; the
     // finalizer is needed only for the others, to orphan children, and to delete them in
     // reverse dependsOn order.
-    if finalize::teardown_needs_stencil(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object)) {
+    // A decorator holds no finalizer on an object it does not own; it tracks the children
+    // the garbage collector cannot remove by their labels instead ([`collect::strays`]).
+    let needs_finalizer =
+        finalize::teardown_needs_stencil(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object));
+    if !decorator && needs_finalizer {
         finalize::ensure(ctx, parent).await?;
     }
     // Children that are rendered together do not depend on each other (dependsOn holds
@@ -251,26 +261,49 @@ fn fetch_lookups(
     let requests = render::lookup_requests(&ctx.def, parent_json, &ctx.scopes)?;
     let mut found = Vec::new();
     let mut reads = Vec::new();
+    let mut selections = Vec::new();
     for r in &requests {
         let Ok(gvk) = Gvk::parse(&r.api_version, &r.kind) else {
             continue;
         };
-        reads.push(ObjectKey::new(&gvk, r.namespace.as_deref(), &r.name));
-        let Some(w) = ctx.lookup_watch(&gvk) else {
-            continue;
-        };
-        let mut oref = kube::runtime::reflector::ObjectRef::new_with(&r.name, w.resolved.resource.clone());
-        if let Some(ns) = &r.namespace {
-            oref = oref.within(ns);
-        }
-        if let Some(obj) = w.store.get(&oref) {
-            found.push(to_json(&obj));
+        let w = ctx.lookup_watch(&gvk);
+        match &r.target {
+            render::Target::Name(name) => {
+                reads.push(ObjectKey::new(&gvk, r.namespace.as_deref(), name));
+                let Some(w) = w else {
+                    continue;
+                };
+                let mut oref = kube::runtime::reflector::ObjectRef::new_with(name, w.resolved.resource.clone());
+                if let Some(ns) = &r.namespace {
+                    oref = oref.within(ns);
+                }
+                if let Some(obj) = w.store.get(&oref) {
+                    found.push(to_json(&obj));
+                }
+            }
+            render::Target::Selector(matcher) => {
+                let selection = Selection {
+                    gvk: gvk.clone(),
+                    namespace: r.namespace.clone(),
+                    matcher: matcher.clone(),
+                };
+                // Members are read too, so one that leaves the selection (relabelled or
+                // deleted) wakes the parent although it no longer matches.
+                for obj in w.map(|w| w.store.state()).unwrap_or_default() {
+                    if selection.matches(&obj) {
+                        if let Some(key) = ObjectKey::of_object(&obj) {
+                            reads.push(key);
+                        }
+                        found.push(to_json(&obj));
+                    }
+                }
+                selections.push(selection);
+            }
         }
     }
-    ctx.readers
-        .lock()
-        .expect("readers lock")
-        .set(&ctx.parent_ref(parent), reads);
+    let me = ctx.parent_ref(parent);
+    ctx.readers.lock().expect("readers lock").set(&me, reads);
+    ctx.selections.lock().expect("selections lock").set(&me, selections);
     Ok(render::match_lookups(&requests, &found))
 }
 
@@ -313,7 +346,11 @@ async fn collect_deleted(ctx: Arc<Context>) {
             async move {
                 if collect::is_gone(&ctx, &parent) {
                     ctx.forget(&ctx.parent_ref(&parent));
-                    collect::children(&ctx, &parent).await;
+                    if ctx.def.spec.is_decorator() {
+                        collect::undecorate_gone(&ctx, &parent).await;
+                    } else {
+                        collect::children(&ctx, &parent).await;
+                    }
                 }
             }
         })

@@ -1,6 +1,7 @@
-//! Which parents care about which objects: the lookup objects they read, and the objects
-//! they would write but another holds. An event on such an object wakes exactly those
-//! parents. Each parent has one entry, replaced on every reconcile and removed with the
+//! Which parents care about which objects: the lookup objects they read, the selections
+//! their selector lookups read, and the objects they would write but another holds. An
+//! event on such an object wakes exactly those parents; an event is matched against each
+//! distinct selection once, not against every parent. Each parent has one entry, replaced on every reconcile and removed with the
 //! parent, so an index holds what live parents care about now and no more.
 
 use std::collections::{HashMap, HashSet};
@@ -8,20 +9,47 @@ use std::collections::{HashMap, HashSet};
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::gvk::Gvk;
 use crate::object_key::ObjectKey;
+use crate::selector::Matcher;
 
 type Parent = ObjectRef<DynamicObject>;
 
-/// Objects by reader, and readers by object.
-#[derive(Default)]
-pub(super) struct Readers {
-    reads: HashMap<Parent, Vec<ObjectKey>>,
-    readers: HashMap<ObjectKey, HashSet<Parent>>,
+/// What a selector lookup reads: objects of a kind, in one namespace or (none) every one,
+/// that a selector matches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) struct Selection {
+    pub(super) gvk: Gvk,
+    pub(super) namespace: Option<String>,
+    pub(super) matcher: Matcher,
 }
 
-impl Readers {
+impl Selection {
+    /// Whether an object of the selection's kind belongs to it now.
+    pub(super) fn matches(&self, obj: &DynamicObject) -> bool {
+        (self.namespace.is_none() || obj.metadata.namespace == self.namespace)
+            && self.matcher.matches(obj.metadata.labels.as_ref())
+    }
+}
+
+/// Objects (or selections) by reader, and readers by object.
+pub(super) struct Readers<K = ObjectKey> {
+    reads: HashMap<Parent, Vec<K>>,
+    readers: HashMap<K, HashSet<Parent>>,
+}
+
+impl<K> Default for Readers<K> {
+    fn default() -> Self {
+        Readers {
+            reads: HashMap::new(),
+            readers: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Readers<K> {
     /// Records that `parent` reads exactly `objects` now.
-    pub(super) fn set(&mut self, parent: &Parent, objects: Vec<ObjectKey>) {
+    pub(super) fn set(&mut self, parent: &Parent, objects: Vec<K>) {
         if self.reads.get(parent) == Some(&objects) {
             return;
         }
@@ -48,11 +76,16 @@ impl Readers {
     }
 
     /// The parents that read `object`.
-    pub(super) fn readers(&self, object: &ObjectKey) -> Vec<Parent> {
+    pub(super) fn readers(&self, object: &K) -> Vec<Parent> {
         self.readers
             .get(object)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Everything some parent reads, each once.
+    pub(super) fn read(&self) -> impl Iterator<Item = &K> {
+        self.readers.keys()
     }
 
     /// Every parent that reads something.

@@ -1,5 +1,6 @@
 //! Writing a parent's status through its status subresource, only when it changed, keeping
-//! each condition's lastTransitionTime while its status stays the same.
+//! each condition's lastTransitionTime while its status stays the same; for a decorator,
+//! recording it instead.
 
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value};
@@ -7,8 +8,13 @@ use serde_json::{Map, Value};
 use super::context::describe_object;
 use super::{Context, ReconcileError};
 
-/// Patches the parent's status when it differs from what is there.
+/// Patches the parent's status when it differs from what is there. A decorator never
+/// writes its parent: the outcome is recorded for the definition's status instead.
 pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Value) -> Result<(), ReconcileError> {
+    if ctx.def.spec.is_decorator() {
+        ctx.record_outcome(parent, rendered);
+        return Ok(());
+    }
     let current = parent.data.get("status");
     let next = crate::conditions::with_times(rendered, current);
     if current == Some(&next) {

@@ -1,5 +1,6 @@
 //! What makes a parent reconcile besides its own events: a change to one of its children
-//! (found by the `stencil.dev/` labels) or to a lookup object it read.
+//! (found by the `stencil.dev/` labels), to a lookup object it read, or to an object
+//! that joins one of its selector lookups.
 
 use std::sync::Arc;
 
@@ -39,15 +40,39 @@ pub(super) fn triggers(
                 }
                 refs
             }
-            Role::Lookup => ObjectKey::of_object(&obj)
-                .map(|key| ctx.readers.lock().expect("readers lock").readers(&key))
-                .unwrap_or_default(),
+            Role::Lookup => {
+                let mut refs: Vec<ParentRef> = ObjectKey::of_object(&obj)
+                    .map(|key| ctx.readers.lock().expect("readers lock").readers(&key))
+                    .unwrap_or_default();
+                refs.extend(selection_readers(&ctx, &obj));
+                refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+                refs.dedup();
+                refs
+            }
         };
         for r in &refs {
             ctx.requested(r);
         }
         futures::stream::iter(refs)
     })
+}
+
+/// The parents whose selector lookups `obj` belongs to now: each distinct selection of
+/// its kind is matched once.
+fn selection_readers(ctx: &Context, obj: &DynamicObject) -> Vec<ParentRef> {
+    let Some(types) = &obj.types else {
+        return Vec::new();
+    };
+    let Ok(gvk) = crate::gvk::Gvk::parse(&types.api_version, &types.kind) else {
+        return Vec::new();
+    };
+    let selections = ctx.selections.lock().expect("selections lock");
+    let matching: Vec<_> = selections
+        .read()
+        .filter(|s| s.gvk == gvk && s.matches(obj))
+        .cloned()
+        .collect();
+    matching.iter().flat_map(|s| selections.readers(s)).collect()
 }
 
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.

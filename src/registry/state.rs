@@ -11,12 +11,20 @@ use crate::gvk::Gvk;
 use crate::source::{Origin, SourceEvent};
 
 /// A parent kind as definitions claim it: group and kind (one definition serves a kind
-/// whatever version it names).
+/// whatever version it names). Decorators claim no kind: any number may decorate one, so
+/// each has a key of its own.
 pub type ParentKind = (String, String);
 
 /// The parent kind a definition serves.
 pub fn parent_kind(def: &CompiledDefinition) -> ParentKind {
-    (def.parent.group.clone(), def.parent.kind.clone())
+    if def.spec.is_decorator() {
+        (
+            format!("{} decorated by", def.parent.group),
+            format!("{} {}", def.parent.kind, def.name),
+        )
+    } else {
+        (def.parent.group.clone(), def.parent.kind.clone())
+    }
 }
 
 /// Something the registry decided; the supervisor does it.
@@ -128,6 +136,8 @@ impl State {
             .map(|(o, _)| o.clone());
         match next {
             Some(origin) => vec![self.start(&origin)],
+            // A decorator never put a finalizer on anything.
+            None if old.spec.is_decorator() => Vec::new(),
             None => vec![Effect::Release(old)],
         }
     }

@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::conditions::{condition, set, with_times};
-use crate::definition::OperatorDefinition;
+use crate::definition::{FailingParent, OperatorDefinition};
 use crate::labels;
+use crate::reconcile::Decorated;
 use crate::source::Origin;
 
 /// One thing to say about a definition.
@@ -46,6 +47,8 @@ pub enum Report {
         parents: usize,
         /// Why it cannot do its job, if it cannot: a failing watch or a refused request.
         problem: Option<String>,
+        /// A decorator's counts.
+        decorated: Option<Decorated>,
     },
     /// The definition is gone: forget it.
     Removed,
@@ -89,9 +92,24 @@ impl Report {
                 watched,
                 parents,
                 problem,
+                decorated,
             } => {
                 status["watchedKinds"] = json!(watched);
                 status["parentCount"] = json!(parents);
+                if let Some(d) = decorated {
+                    status["decoratedParents"] = json!(d.parents);
+                    status["readyParents"] = json!(d.ready);
+                    let failing: Vec<FailingParent> = d
+                        .failing
+                        .iter()
+                        .map(|(parent, reason, message)| FailingParent {
+                            parent: parent.clone(),
+                            reason: reason.clone(),
+                            message: message.clone(),
+                        })
+                        .collect();
+                    status["failingParents"] = json!(failing);
+                }
                 set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
                 match problem {
                     None => set(
@@ -237,6 +255,7 @@ mod tests {
             watched: vec!["v1/ConfigMap".into()],
             parents: 2,
             problem: None,
+            decorated: None,
         };
         let s = status_of(&[
             serving.clone(),

@@ -196,12 +196,13 @@ async fn serve(
     let controller = tokio::spawn(reconcile::run(ctx.clone(), shell.concurrency, stopped(stop.clone())));
     let mut last = None;
     loop {
-        let now = (ctx.parents.store.state().len(), ctx.problem());
+        let now = (ctx.parents.store.state().len(), ctx.problem(), ctx.decorated());
         if last.as_ref() != Some(&now) {
             let report = Report::Serving {
                 watched: watched.clone(),
-                parents: now.0,
+                parents: now.2.as_ref().map_or(now.0, |d| d.parents),
                 problem: now.1.clone(),
+                decorated: now.2.clone(),
             };
             shell.reports.send(&origin, report);
             last = Some(now);
@@ -210,6 +211,7 @@ async fn serve(
             break;
         }
         ctx.sweep();
+        reconcile::strays(&ctx).await;
     }
     let _ = controller.await;
 }
@@ -224,7 +226,7 @@ async fn resolve(
     let owner = def.name.as_str();
     let fail = |e: WatchError| (e.reason(), e.to_string());
     let parents = watches
-        .acquire(&def.parent, Selection::All, owner)
+        .acquire(&def.parent, parent_selection(def), owner)
         .await
         .map_err(fail)?;
     let current = def.all_child_kinds();
@@ -249,6 +251,15 @@ async fn resolve(
         children,
         lookups,
     ))
+}
+
+/// Which parents a definition's watch sees: a decorator's label selector goes to the API
+/// server, so objects it does not decorate are never held in memory.
+fn parent_selection(def: &CompiledDefinition) -> Selection {
+    match def.parent_label_query() {
+        Some(query) => Selection::Labels(query.to_string()),
+        None => Selection::All,
+    }
 }
 
 /// Removes Stencil's finalizer from every parent of a definition that nobody serves any

@@ -99,7 +99,8 @@ pub(super) fn decorate(
     }
 
     // An ownerReference may only point at an owner in the same namespace, or at a
-    // cluster-scoped owner.
+    // cluster-scoped owner. A decorator's does not block its owner's deletion: that would
+    // need a write on the decorated kind (its finalizers), which a decorator never has.
     let ownable = info.namespace.is_none() || (namespaced && namespace.as_deref() == info.namespace);
     if ownable {
         let mut owner = json!({
@@ -107,7 +108,7 @@ pub(super) fn decorate(
             "kind": info.def.spec.parent.kind,
             "name": parent_field("name").unwrap_or_default(),
             "controller": true,
-            "blockOwnerDeletion": true,
+            "blockOwnerDeletion": !info.def.spec.is_decorator(),
         });
         if let Some(uid) = parent_field("uid") {
             owner["uid"] = uid.into();

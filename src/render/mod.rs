@@ -14,7 +14,7 @@ mod status;
 pub(crate) use decorate::label_value;
 use entries::render_entries;
 pub use finalize::{FinalizeOutput, render_finalize};
-pub use lookups::{LookupRequest, lookup_requests, match_lookups};
+pub use lookups::{LookupRequest, Target, lookup_requests, match_lookups, string_map};
 pub use status::{failure_status, not_ready};
 
 use std::collections::BTreeMap;
@@ -302,6 +302,19 @@ fn context(def: &CompiledDefinition, input: &RenderInput<'_>) -> Value {
 /// Renders a parent: its desired children, the children still waiting, and its status.
 pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
     let info = ParentInfo::new(def, input.parent);
+    let meta = |key: &str| string_map(input.parent.pointer(&format!("/metadata/{key}")));
+    if !def.decorates(meta("labels").as_ref(), meta("annotations").as_ref()) {
+        // A decorator renders nothing for an object its selectors do not match: whatever
+        // it made there is pruned.
+        return Ok(RenderOutput {
+            children: Vec::new(),
+            waiting: Vec::new(),
+            status: json!({}),
+            conflicts: Vec::new(),
+            adoptions: Vec::new(),
+            finalize: None,
+        });
+    }
     let context = context(def, &input);
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.order(), &jinja_ctx, &input)?;

@@ -346,7 +346,7 @@ fn a_missing_lookup_holds_every_child_back_and_a_present_one_is_readable() {
     );
     let scopes = Scopes::default();
     let requests = lookup_requests(&def, &parent(), &scopes).unwrap();
-    assert_eq!(requests[0].name, "w1-settings");
+    assert_eq!(requests[0].target, Target::Name("w1-settings".into()));
     assert_eq!(requests[0].namespace.as_deref(), Some("team"));
 
     let out = Inputs::new().run(&def, &parent()).unwrap();
@@ -528,4 +528,78 @@ proptest! {
         let second = Inputs::new().run(&def, &p).map(|o| o.to_json()).map_err(|e| e.to_string());
         prop_assert_eq!(first, second);
     }
+}
+
+fn namespace(name: &str, team: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": team}}})
+}
+
+#[test]
+fn a_selector_lookup_is_a_sorted_list_of_matches_with_templated_values() {
+    let lookups = "  allowedNamespaces: [\"*\"]\n  lookups:\n    - name: nss\n      apiVersion: v1\n      kind: Namespace\n      selector: {matchLabels: {team: \"{{ parent.spec.items[0] }}\"}}\n";
+    let def = compile(
+        &child(
+            "cm",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  names: {{ lookups.nss | map(attribute='metadata.name') | join(',') | quote }}",
+        ),
+        lookups,
+    );
+    let requests = lookup_requests(&def, &parent(), &Scopes::default()).unwrap();
+    let Target::Selector(m) = &requests[0].target else {
+        panic!("{requests:?}")
+    };
+    assert_eq!(m.query(), "team=a", "the value was rendered over the parent");
+    assert_eq!(requests[0].namespace, None, "Namespace is cluster-scoped");
+    let found = [namespace("zeta", "a"), namespace("alpha", "a"), namespace("beta", "b")];
+    let mut inputs = Inputs::new();
+    inputs.lookups = match_lookups(&requests, &found);
+    let out = inputs.run(&def, &parent()).unwrap();
+    assert_eq!(out.children[0].object["data"]["names"], "alpha,zeta");
+}
+
+#[test]
+fn an_empty_selector_lookup_never_holds_the_parent_back() {
+    let lookups = "  lookups:\n    - name: peers\n      apiVersion: v1\n      kind: ConfigMap\n      selector: {matchLabels: {peer: \"yes\"}}\n";
+    let def = compile(
+        &child(
+            "cm",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  peers: {{ lookups.peers | length | quote }}",
+        ),
+        lookups,
+    );
+    let requests = lookup_requests(&def, &parent(), &Scopes::default()).unwrap();
+    assert_eq!(
+        requests[0].namespace.as_deref(),
+        Some("team"),
+        "the parent's namespace by default"
+    );
+    let mut inputs = Inputs::new();
+    inputs.lookups = match_lookups(&requests, &[]);
+    let out = inputs.run(&def, &parent()).unwrap();
+    assert!(out.waiting.is_empty(), "{:?}", out.waiting);
+    assert_eq!(out.children[0].object["data"]["peers"], "0");
+}
+
+#[test]
+fn every_namespace_is_refused_to_a_confined_namespaced_parent() {
+    let lookups = "  lookups:\n    - name: all\n      apiVersion: v1\n      kind: ConfigMap\n      selector: {}\n      namespaceTemplate: \"*\"\n";
+    let def = compile(&child("cm", CM), lookups);
+    let err = lookup_requests(&def, &parent(), &Scopes::default()).unwrap_err();
+    assert!(err.to_string().contains("allowedNamespaces"), "{err}");
+}
+
+#[test]
+fn a_decorator_renders_nothing_for_an_object_it_does_not_match() {
+    let decorate = "  decorate:\n    annotationSelector: {matchLabels: {decorate: \"yes\"}}\n";
+    let def = compile(&child("cm", CM), decorate);
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert!(out.children.is_empty());
+    let mut annotated = parent();
+    annotated["metadata"]["annotations"] = json!({"decorate": "yes"});
+    let out = Inputs::new().run(&def, &annotated).unwrap();
+    assert_eq!(out.children.len(), 1);
+    assert_eq!(
+        out.children[0].object["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], false,
+        "a decorator needs no write on its parent's finalizers"
+    );
 }

@@ -23,7 +23,11 @@ fn counting(
     Ok(move |req: http::Request<Body>| {
         abort(&req);
         if let Some(observe) = &observer {
-            observe(req.method(), req.uri().path());
+            let target = req
+                .uri()
+                .path_and_query()
+                .map_or_else(|| req.uri().path(), |p| p.as_str());
+            observe(req.method(), target);
         }
         let label = MethodLabel {
             method: req.method().to_string(),

@@ -94,7 +94,7 @@ impl Runtime {
         }
     }
 
-    /// Calls `observer` with every request's method and path.
+    /// Calls `observer` with every request's method and path (with its query).
     pub fn observe(mut self, observer: Observer) -> Runtime {
         self.observer = Some(observer);
         self

@@ -27,12 +27,15 @@ use crate::labels;
 use crate::metrics::Metrics;
 
 /// Which objects of a kind a watch sees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Selection {
     /// Every object: parents and lookups.
     All,
     /// Only objects Stencil manages (`app.kubernetes.io/managed-by=stencil`): children.
     Managed,
+    /// Only objects a label selector (in query form) matches, selected by the API server:
+    /// a decorator's parents.
+    Labels(String),
 }
 
 /// Why a watch could not be had.
@@ -201,7 +204,7 @@ impl Watches {
     /// the store holds its first list, or with the reason it cannot: the kind is not
     /// served, the list is forbidden, or it did not arrive within the sync timeout.
     pub async fn acquire(&self, gvk: &Gvk, selection: Selection, owner: &str) -> Result<WatchLease, WatchError> {
-        let lease = match self.running(gvk, selection) {
+        let lease = match self.running(gvk, selection.clone()) {
             Some(lease) => lease,
             None => self.start(gvk, selection).await?,
         };
@@ -241,7 +244,7 @@ impl Watches {
 
     async fn start(&self, gvk: &Gvk, selection: Selection) -> Result<WatchLease, WatchError> {
         let resolved = discovery::resolve(&self.client, gvk).await?;
-        let key = (gvk.clone(), selection);
+        let key = (gvk.clone(), selection.clone());
         let mut running = self.registry.running.lock().expect("watches lock");
         // Another caller may have started it while discovery ran.
         if let Some(r) = running.get(&key).and_then(Weak::upgrade) {
@@ -250,7 +253,7 @@ impl Watches {
         let writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
         let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
         let task = tokio::spawn(feed(
-            self.stream(&shared, selection),
+            self.stream(&shared, &selection),
             writer,
             shared.clone(),
             self.namespaces.clone(),
@@ -271,7 +274,7 @@ impl Watches {
     fn stream(
         &self,
         shared: &SharedWatch,
-        selection: Selection,
+        selection: &Selection,
     ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
         let resolved = &shared.resolved;
         let config = match selection {
@@ -279,6 +282,7 @@ impl Watches {
             Selection::Managed => {
                 watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE))
             }
+            Selection::Labels(query) => watcher::Config::default().labels(query),
         };
         // One namespace is watched there alone (least privilege); several share one
         // cluster-wide watch whose events are filtered (`stencil rbac` grants it).

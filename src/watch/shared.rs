@@ -121,6 +121,17 @@ impl SharedWatch {
         keys.iter().filter_map(|k| self.store.get(k)).collect()
     }
 
+    /// Every parent UID that some object's label names.
+    pub fn parent_uids(&self) -> Vec<String> {
+        self.by_parent
+            .lock()
+            .expect("index lock")
+            .children
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     /// Records a failing list or watch.
     pub(super) fn failed(&self, failure: WatchFailure) {
         self.failure.send_replace(Some(failure));

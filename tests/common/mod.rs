@@ -139,6 +139,8 @@ pub struct Stencil {
     pub metrics: std::sync::Arc<stencil::metrics::Metrics>,
     /// Write requests (anything but GET) made by this instance.
     pub writes: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Its GET requests (reads, lists and watches), with their queries.
+    pub reads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Stencil {
@@ -181,6 +183,8 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
         .await
         .expect("kubeconfig");
     let record = writes.clone();
+    let reads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record_read = reads.clone();
     let options = stencil::runtime::Options {
         definitions: definitions.to_vec(),
         cluster_definitions: cluster,
@@ -190,6 +194,8 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
     let runtime = stencil::runtime::Runtime::new(config, options).observe(std::sync::Arc::new(move |method, path| {
         if method != http::Method::GET {
             record.lock().unwrap().push(format!("{method} {path}"));
+        } else {
+            record_read.lock().unwrap().push(path.to_string());
         }
     }));
     let metrics = runtime.metrics();
@@ -198,7 +204,12 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
             panic!("stencil stopped: {e}");
         }
     });
-    Stencil { task, metrics, writes }
+    Stencil {
+        task,
+        metrics,
+        writes,
+        reads,
+    }
 }
 
 /// Server-side applies a CRD and waits until it is Established.

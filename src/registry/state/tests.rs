@@ -203,3 +203,23 @@ fn a_file_error_is_only_reported() {
     let e = step(&mut s, SourceEvent::FileInvalid("f.yaml".into(), invalid()));
     assert_eq!(names(&e), ["file-invalid f.yaml"]);
 }
+
+fn decorator(name: &str, kind: &str) -> Box<CompiledDefinition> {
+    let mut d = def(name, kind);
+    d.spec.decorate = Some(crate::definition::Decorate::default());
+    d
+}
+
+#[test]
+fn decorators_of_one_kind_all_run_beside_its_composite_definition() {
+    let mut s = State::default();
+    step(&mut s, SourceEvent::Upsert(file("c"), def("c", "Widget")));
+    let a = step(&mut s, SourceEvent::Upsert(file("a"), decorator("a", "Widget")));
+    let b = step(&mut s, SourceEvent::Upsert(file("b"), decorator("b", "Widget")));
+    assert_eq!(names(&a), ["report a compiled", "start a"]);
+    assert_eq!(names(&b), ["report b compiled", "start b"]);
+    assert_eq!(s.counts().running, 3);
+    // A removed decorator releases nothing: it never put a finalizer on anything.
+    let e = step(&mut s, SourceEvent::Remove(file("a")));
+    assert_eq!(names(&e), ["stop a", "report a removed"]);
+}
