@@ -385,22 +385,23 @@ async fn two_decorators_of_one_kind_keep_their_own_children_and_report_a_shared_
     presence("a's child", true, || cms.get_opt("p-a")).await;
     presence("b's child", true, || cms.get_opt("p-b")).await;
     presence("the shared child", true, || cms.get_opt("p-shared")).await;
-    let holder = cms.get("p-shared").await.unwrap().labels()["stencil.dev/definition"].clone();
-    let loser = names.iter().find(|n| **n != holder).unwrap().clone();
-
-    // The loser says so on its definition's status; the holder counts a ready parent.
-    wait_for("the conflict on the loser's status", TIMEOUT, || async {
-        let d = serde_json::to_value(defs.get(&loser).await.ok()?).ok()?;
-        let failing = d.pointer("/status/failingParents/0")?;
-        (d["status"]["decoratedParents"] == 1
+    // One holds the shared object and counts a ready parent; the other reports the
+    // conflict on its definition's status. (Both may create it in the same instant; the
+    // last writer's label decides, and the loser sees it on its next reconcile.)
+    let status = |name: String| {
+        let defs = defs.clone();
+        async move { serde_json::to_value(defs.get(&name).await.ok()?).ok() }
+    };
+    let holder = wait_for("one holder and one conflict", TIMEOUT, || async {
+        let holder = cms.get("p-shared").await.ok()?.labels()["stencil.dev/definition"].clone();
+        let loser = names.iter().find(|n| **n != holder)?.clone();
+        let (h, l) = (status(holder.clone()).await?, status(loser).await?);
+        let failing = l.pointer("/status/failingParents/0")?;
+        let loses = l["status"]["decoratedParents"] == 1
             && failing["reason"] == "Conflict"
-            && failing["parent"] == format!("ConfigMap {}/p", ns.name))
-        .then_some(())
-    })
-    .await;
-    wait_for("the holder's counts", TIMEOUT, || async {
-        let d = serde_json::to_value(defs.get(&holder).await.ok()?).ok()?;
-        (d["status"]["decoratedParents"] == 1 && d["status"]["readyParents"] == 1).then_some(())
+            && failing["parent"] == format!("ConfigMap {}/p", ns.name);
+        let holds = h["status"]["decoratedParents"] == 1 && h["status"]["readyParents"] == 1;
+        (loses && holds).then_some(holder)
     })
     .await;
 
