@@ -71,7 +71,7 @@ bench: ## Benchmarks on the rig: BENCH_N (1000), BENCH_LATENCY_SAMPLES (200), BE
 
 .PHONY: bench-smoke
 bench-smoke: build ## A tiny benchmark run (N=20) on a running rig, so the harness cannot rot
-	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 BENCH_KRO=0 \
+	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 BENCH_KRO=0 BENCH_DECORATE_OTHERS=50 \
 	STENCIL_BIN=$(STENCIL) $(CARGO) test --locked --bench rig
 
 .PHONY: testenv-build

@@ -1,8 +1,12 @@
 //! `make bench`: Stencil against the API server's own limit on the rig. Measures
 //! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7), and a plain kube client making the same
-//! writes. Sizes come from BENCH_N, BENCH_LATENCY_SAMPLES and BENCH_IDLE_SECONDS; results
+//! writes; then a decorator (B8, [`decorate`]). Sizes come from BENCH_N,
+//! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results
 //! go to stdout, target/bench/results.md and target/bench/results.json.
+
+#[path = "rig/decorate.rs"]
+mod decorate;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -857,6 +861,10 @@ async fn main() {
         "etcd",
         json!("kwokctl binary runtime defaults: etcd with fsync on, one member, loopback"),
     );
+    save(&results);
+
+    let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
+    decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
 
     report(&results);
 }
@@ -956,6 +964,26 @@ fn report(r: &BTreeMap<&str, Value>) {
             String::new(),
             kro(format!("{:.1} s", f("kro_b7_delete_s"))),
             "",
+        ),
+        (
+            "B8 decorator: label -> 3 children; N labelled at once",
+            format!("{}; converge {:.1} s", ms("b8_label"), f("b8_converge_s")),
+            String::new(),
+            String::new(),
+            "",
+        ),
+        (
+            "B8 decorator RSS",
+            format!(
+                "{:.1} MiB alone, {:.1} MiB with {} non-matching Namespaces, {:.1} MiB with N decorated",
+                f("b8_rss_before_mib"),
+                f("b8_rss_others_mib"),
+                f("b8_others"),
+                f("b8_rss_matching_mib")
+            ),
+            String::new(),
+            String::new(),
+            "flat with non-matching objects",
         ),
     ];
     let mut md = format!(

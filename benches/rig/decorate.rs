@@ -1,0 +1,158 @@
+//! B8: a decorator. The bundled namespace-defaults decorator (a quota, default limits and
+//! a NetworkPolicy per labelled Namespace) runs alone while many Namespaces that it does
+//! not match exist; then Namespaces are labelled one at a time (the latency from the
+//! label to the three children) and N at once (convergence). Its memory is read before
+//! the non-matching Namespaces exist, after, and once N match.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{Controller, PLAIN_CONCURRENCY, record_latency, root, service_account_kubeconfig, stencil_rbac, until};
+
+const LABEL: &str = "stencil.dev/team";
+
+fn name(i: usize) -> String {
+    format!("b8-{i}")
+}
+
+async fn label(api: &Api<Namespace>, i: usize) {
+    let patch = json!({"metadata": {"labels": {LABEL: "bench"}}});
+    api.patch(&name(i), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("label a namespace");
+}
+
+/// How many Namespaces have all three children.
+async fn decorated(client: &Client) -> usize {
+    let lp = ListParams::default().labels("app.kubernetes.io/managed-by=stencil");
+    let count = |n: Result<usize, kube::Error>| n.unwrap_or(0);
+    let quotas = count(
+        Api::<ResourceQuota>::all(client.clone())
+            .list(&lp)
+            .await
+            .map(|l| l.items.len()),
+    );
+    let limits = count(
+        Api::<LimitRange>::all(client.clone())
+            .list(&lp)
+            .await
+            .map(|l| l.items.len()),
+    );
+    let policies = count(
+        Api::<NetworkPolicy>::all(client.clone())
+            .list(&lp)
+            .await
+            .map(|l| l.items.len()),
+    );
+    quotas.min(limits).min(policies)
+}
+
+/// Runs B8 with `others` Namespaces, `samples` latency samples and `n` converged at once.
+pub(super) async fn run(
+    client: &Client,
+    dir: &Path,
+    (others, samples, n): (usize, usize, usize),
+    results: &mut BTreeMap<&'static str, Value>,
+) {
+    let others = others.max(samples + n);
+    let defs = dir.join("decorator");
+    std::fs::create_dir_all(&defs).unwrap();
+    std::fs::copy(
+        root().join("operators/namespace-defaults.yaml"),
+        defs.join("namespace-defaults.yaml"),
+    )
+    .unwrap();
+    let kubeconfig = service_account_kubeconfig(client, "stencil", stencil_rbac(&defs), dir).await;
+    let log = root().join("target/bench/stencil-decorator.log");
+    let stencil = Controller::stencil(&defs, &kubeconfig, &log);
+    until("the decorator to serve", Duration::from_secs(60), || async {
+        stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (before, _) = stencil.rss_kib();
+
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    futures::stream::iter(0..others)
+        .map(|i| {
+            let api = namespaces.clone();
+            async move {
+                let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name(i)}})).unwrap();
+                match api.create(&PostParams::default(), &ns).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create namespaces");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (after, _) = stencil.rss_kib();
+    results.insert("b8_others", json!(others));
+    results.insert("b8_rss_before_mib", json!(before as f64 / 1024.0));
+    results.insert("b8_rss_others_mib", json!(after as f64 / 1024.0));
+
+    // Latency: one Namespace labelled at a time, until its three children exist.
+    let mut lat = Vec::new();
+    for i in 0..samples {
+        let ns = name(i);
+        let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+        let limits: Api<LimitRange> = Api::namespaced(client.clone(), &ns);
+        let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        label(&namespaces, i).await;
+        loop {
+            let (q, l, p) = tokio::join!(
+                quotas.get_opt("team-quota"),
+                limits.get_opt("team-defaults"),
+                policies.get_opt("default-deny")
+            );
+            if matches!((q, l, p), (Ok(Some(_)), Ok(Some(_)), Ok(Some(_)))) {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "{ns} never got its children"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        lat.push(started.elapsed());
+    }
+    lat.sort();
+    record_latency(results, ["b8_label_p50_ms", "b8_label_p99_ms"], &lat);
+
+    // Convergence: N more labelled at once.
+    let started = Instant::now();
+    futures::stream::iter(samples..samples + n)
+        .map(|i| {
+            let api = namespaces.clone();
+            async move { label(&api, i).await }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    until(
+        "every labelled namespace decorated",
+        Duration::from_secs(1800),
+        || async { decorated(client).await >= samples + n },
+    )
+    .await;
+    results.insert("b8_converge_s", json!(started.elapsed().as_secs_f64()));
+    results.insert("b8_rss_matching_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
+    stencil.stop();
+    // Left to the namespace controller; the rig goes down after the bench.
+    for i in 0..others {
+        let _ = namespaces.delete(&name(i), &DeleteParams::background()).await;
+    }
+}
