@@ -985,6 +985,19 @@ fn report(r: &BTreeMap<&str, Value>) {
             String::new(),
             "flat with non-matching objects",
         ),
+        (
+            "B9 selector lookup: one Secret copied into N Namespaces",
+            format!(
+                "{} copies in {:.1} s; {:.1} MiB with every Namespace watched, {:.1} MiB with the copies",
+                f("b9_members"),
+                f("b9_copies_s"),
+                f("b9_rss_idle_mib"),
+                f("b9_rss_mib")
+            ),
+            String::new(),
+            String::new(),
+            "",
+        ),
     ];
     let mut md = format!(
         "N = {}, {} replica(s) per Deployment; {}\n\n| benchmark | Stencil | plain client (the limit) | kro | target |\n|---|---|---|---|---|\n",

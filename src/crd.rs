@@ -75,7 +75,7 @@ pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefin
                 }),
                 subresources: Some(CustomResourceSubresources {
                     status: Some(CustomResourceSubresourceStatus(serde_json::json!({}))),
-                    scale: None,
+                    scale: v.scale.clone(),
                 }),
                 additional_printer_columns: (!v.additional_printer_columns.is_empty())
                     .then(|| v.additional_printer_columns.clone()),

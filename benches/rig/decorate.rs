@@ -2,7 +2,9 @@
 //! a NetworkPolicy per labelled Namespace) runs alone while many Namespaces that it does
 //! not match exist; then Namespaces are labelled one at a time (the latency from the
 //! label to the three children) and N at once (convergence). Its memory is read before
-//! the non-matching Namespaces exist, after, and once N match.
+//! the non-matching Namespaces exist, after, and once N match. B9 then runs the bundled
+//! secret-propagation operator over the same Namespaces: one selector lookup whose set is
+//! the N labelled ones, to measure what a lookup watch of every Namespace costs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -151,8 +153,78 @@ pub(super) async fn run(
     results.insert("b8_converge_s", json!(started.elapsed().as_secs_f64()));
     results.insert("b8_rss_matching_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
     stencil.stop();
+    propagate(client, dir, samples + n, results).await;
     // Left to the namespace controller; the rig goes down after the bench.
     for i in 0..others {
         let _ = namespaces.delete(&name(i), &DeleteParams::background()).await;
     }
+}
+
+/// B9: one SecretPropagation copying a Secret into the `members` labelled Namespaces,
+/// with every bench Namespace in the lookup watch.
+async fn propagate(client: &Client, dir: &Path, members: usize, results: &mut BTreeMap<&'static str, Value>) {
+    let defs = dir.join("propagation");
+    std::fs::create_dir_all(&defs).unwrap();
+    std::fs::copy(
+        root().join("operators/secret-propagation.yaml"),
+        defs.join("secret-propagation.yaml"),
+    )
+    .unwrap();
+    let kubeconfig = service_account_kubeconfig(client, "stencil", stencil_rbac(&defs), dir).await;
+    let log = root().join("target/bench/stencil-propagation.log");
+    let stencil = Controller::stencil(&defs, &kubeconfig, &log);
+    let ar = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("examples.stencil.dev", "v1", "SecretPropagation"),
+        "secretpropagations",
+    );
+    let props: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+    until(
+        "the SecretPropagation kind to be served",
+        Duration::from_secs(120),
+        || async { props.list(&ListParams::default().limit(1)).await.is_ok() },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (idle, _) = stencil.rss_kib();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let patch = json!({"metadata": {"labels": {"examples.stencil.dev/secret-group": "bench"}}});
+    futures::stream::iter(0..members)
+        .map(|i| {
+            let api = namespaces.clone();
+            let patch = patch.clone();
+            async move {
+                api.patch(&name(i), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .expect("label a member")
+            }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    let source: k8s_openapi::api::core::v1::Secret =
+        serde_json::from_value(json!({"metadata": {"name": "b9-source"}, "stringData": {"token": "t"}})).unwrap();
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "bench");
+    let _ = secrets.create(&PostParams::default(), &source).await;
+    let prop: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "examples.stencil.dev/v1", "kind": "SecretPropagation", "metadata": {"name": "b9"},
+        "spec": {"source": {"namespace": "bench", "name": "b9-source"}, "group": "bench"}
+    }))
+    .unwrap();
+    let started = Instant::now();
+    props
+        .create(&PostParams::default(), &prop)
+        .await
+        .expect("create the propagation");
+    let copies = Api::<k8s_openapi::api::core::v1::Secret>::all(client.clone());
+    let lp = ListParams::default().labels("stencil.dev/child=copies");
+    until("every copy", Duration::from_secs(1800), || async {
+        copies.list(&lp).await.is_ok_and(|l| l.items.len() >= members)
+    })
+    .await;
+    results.insert("b9_members", json!(members));
+    results.insert("b9_copies_s", json!(started.elapsed().as_secs_f64()));
+    results.insert("b9_rss_idle_mib", json!(idle as f64 / 1024.0));
+    results.insert("b9_rss_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
+    let _ = props.delete("b9", &DeleteParams::background()).await;
+    stencil.stop();
 }

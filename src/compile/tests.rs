@@ -389,3 +389,28 @@ fn every_namespace_needs_a_selector() {
     let d = one_error(&GOOD.replace("  children:", named));
     assert!(d.to_string().contains("needs a selector"), "{d}");
 }
+
+#[test]
+fn a_scale_subresource_takes_simple_paths_under_spec_and_status() {
+    let crd = |spec: &str, status: &str| {
+        GOOD.replace(
+            "  children:",
+            &format!("  crd:\n    names: {{plural: widgets}}\n    versions:\n      - name: v1\n        served: true\n        storage: true\n        scale: {{specReplicasPath: '{spec}', statusReplicasPath: '{status}'}}\n        schema:\n          openAPIV3Schema: {{type: object}}\n  children:"),
+        )
+    };
+    let (defs, diags) = compile_file("w.yaml", &crd(".spec.replicas", ".status.replicas"));
+    assert!(diags.0.is_empty(), "{diags}");
+    let generated = crate::crd::parent_crd(&defs[0]).unwrap().unwrap();
+    let scale = generated.spec.versions[0]
+        .subresources
+        .as_ref()
+        .unwrap()
+        .scale
+        .as_ref()
+        .unwrap();
+    assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+    let d = one_error(&crd(".status.replicas", ".status.replicas"));
+    assert!(d.to_string().contains("specReplicasPath"), "{d}");
+    let d = one_error(&crd(".spec.replicas", ".status.items[0]"));
+    assert!(d.to_string().contains("statusReplicasPath"), "{d}");
+}

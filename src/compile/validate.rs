@@ -314,6 +314,35 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
 }
 
 /// What is wrong with `spec.crd` for this parent.
+/// What the API server would refuse in a scale subresource: paths are JSON paths of the
+/// form `.spec.replicas`, the spec one under `.spec` and the others under `.status`
+/// (or `.spec` for the selector).
+fn scale_problems(
+    version: &str,
+    scale: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceScale,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut check = |field: &str, path: &str, roots: &[&str]| {
+        let simple = path.len() > 1
+            && path[1..]
+                .split('.')
+                .all(|s| !s.is_empty() && !s.contains(['[', ']', '*']));
+        if !roots.iter().any(|r| path.starts_with(r)) || !simple {
+            problems.push(format!(
+                "versions[{version}].scale.{field} `{path}` must be a simple path under {}, e.g. `{}replicas`",
+                roots.join(" or "),
+                roots[0]
+            ));
+        }
+    };
+    check("specReplicasPath", &scale.spec_replicas_path, &[".spec."]);
+    check("statusReplicasPath", &scale.status_replicas_path, &[".status."]);
+    if let Some(path) = &scale.label_selector_path {
+        check("labelSelectorPath", path, &[".status.", ".spec."]);
+    }
+    problems
+}
+
 fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
     let mut problems = Vec::new();
     if parent.group.is_empty() || !parent.group.contains('.') {
@@ -343,6 +372,9 @@ fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
         }
         for issue in schema::structural_problems(&v.schema.open_api_v3_schema) {
             problems.push(format!("versions[{}].schema.openAPIV3Schema{issue}", v.name));
+        }
+        if let Some(scale) = &v.scale {
+            problems.extend(scale_problems(&v.name, scale));
         }
     }
     let storage: Vec<&str> = crd

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceSubresourceScale,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -151,6 +153,11 @@ pub struct CrdVersion {
     /// Extra columns for `kubectl get`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_printer_columns: Vec<CustomResourceColumnDefinition>,
+    /// The scale subresource, so `kubectl scale` and a HorizontalPodAutoscaler can drive
+    /// a parent: `specReplicasPath` (under `.spec`), `statusReplicasPath` (under `.status`,
+    /// written by a status rule) and an optional `labelSelectorPath`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<CustomResourceSubresourceScale>,
 }
 
 /// A CRD version's schema.
