@@ -1,6 +1,6 @@
 //! CustomResourceDefinitions: the ones Stencil produces, purely (its own OperatorDefinition
 //! CRD and the parent CRD a definition declares in `spec.crd`), and installing a
-//! definition's parent CRD in the cluster.
+//! definition's parent CRD in the cluster, unless the update could lose data.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
@@ -35,6 +35,16 @@ pub enum CrdError {
         /// What the server said.
         #[source]
         source: kube::Error,
+    },
+    /// The update could lose data; the live CRD is left as it is.
+    #[error("{location}: refusing to update CRD {name}: {}; set the annotation stencil.dev/allow-breaking-changes: \"true\" on the definition to force it", changes.join("; "))]
+    Breaking {
+        /// The CRD's name.
+        name: String,
+        /// Each breaking change, with its version and path.
+        changes: Vec<String>,
+        /// Where `spec.crd` is written.
+        location: String,
     },
     /// The CRD was applied but the API server does not serve it yet.
     #[error("CRD {0} is not Established yet")]
@@ -131,14 +141,22 @@ pub async fn install(client: &kube::Client, def: &CompiledDefinition) -> Result<
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = crd.name_any();
     let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
-    let live = api
-        .get_opt(&name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|c| serde_json::to_value(c).ok());
+    let live_crd = api.get_opt(&name).await.ok().flatten();
+    let live = live_crd.as_ref().and_then(|c| serde_json::to_value(c).ok());
     let current = live.is_some_and(|l| live_hash(&l) == Some(hash.as_str()) && live_contains(&l, &desired));
     if !current {
+        if let Some(live) = &live_crd
+            && !def.allow_breaking_changes
+        {
+            let changes = crate::schema_change::breaking_changes(live, &crd);
+            if !changes.is_empty() {
+                return Err(CrdError::Breaking {
+                    name,
+                    changes,
+                    location: def.crd_location(),
+                });
+            }
+        }
         let params = PatchParams::apply(labels::FIELD_MANAGER).force();
         api.patch(&name, &params, &Patch::Apply(&desired))
             .await

@@ -38,3 +38,6 @@ pub const APPLIED_HASH: &str = "stencil.dev/applied-hash";
 
 /// Finalizer Stencil puts on parents so their children are cleaned up before they go.
 pub const FINALIZER: &str = "stencil.dev/finalizer";
+
+/// Annotation on a definition that lets it force a breaking change of its parent's CRD.
+pub const ALLOW_BREAKING_CHANGES: &str = "stencil.dev/allow-breaking-changes";

@@ -29,6 +29,7 @@ pub mod registry;
 pub mod render;
 pub mod runtime;
 pub mod scaffold;
+pub mod schema_change;
 pub mod selector;
 pub mod source;
 pub mod tasks;

@@ -67,6 +67,9 @@ pub enum CompileError {
     Rule(String),
 }
 
+/// The key of `spec.crd`'s position among the origins (no template has this name).
+const CRD_ORIGIN: &str = "spec.crd";
+
 /// A definition ready to render: its spec plus compiled templates and rules.
 #[derive(Debug, Clone)]
 pub struct CompiledDefinition {
@@ -94,6 +97,9 @@ pub struct CompiledDefinition {
     reads: Vec<Vec<String>>,
     /// A decorator's label and annotation selectors, parsed.
     decorate: Option<(Option<Matcher>, Option<Matcher>)>,
+    /// `stencil.dev/allow-breaking-changes: "true"`: a CRD change that may lose data is
+    /// applied anyway.
+    pub allow_breaking_changes: bool,
 }
 
 impl CompiledDefinition {
@@ -158,6 +164,14 @@ impl CompiledDefinition {
     /// A compiled template by its name in the definition's environment ([`names`]).
     pub fn template(&self, name: &str) -> Result<minijinja::Template<'_, '_>, minijinja::Error> {
         self.env.get_template(name)
+    }
+
+    /// Where `spec.crd` sits in its file, as `file:line` (the file alone for a resource).
+    pub fn crd_location(&self) -> String {
+        match self.origins.get(CRD_ORIGIN) {
+            Some(o) if o.line > 0 => format!("{}:{}", o.file, o.line),
+            _ => self.source.clone(),
+        }
     }
 
     /// Where a template starts in its file, for error positions.
@@ -285,6 +299,13 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
 
     let mut env = templates::environment();
     let mut origins = BTreeMap::new();
+    origins.insert(CRD_ORIGIN.to_string(), locator.origin(&Field::Crd));
+    let allow_breaking_changes = resource
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(crate::labels::ALLOW_BREAKING_CHANGES))
+        .is_some_and(|v| v == "true");
     let mut template =
         |tname: String, source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
             let origin = locator.origin(&field);
@@ -431,6 +452,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             child_kinds,
             reads,
             decorate,
+            allow_breaking_changes,
         }),
         _ => Err(Diagnostics(errors)),
     }

@@ -39,6 +39,9 @@ pub enum Effect {
         /// Every child kind any version of it had, so removed templates' children are
         /// still seen and pruned.
         kinds_seen: Vec<Gvk>,
+        /// The version it replaces, which keeps serving if this one's CRD change is
+        /// refused as breaking.
+        fallback: Option<Arc<CompiledDefinition>>,
     },
     /// Stop this definition's controller.
     Stop(Origin),
@@ -149,6 +152,7 @@ impl State {
             origin: origin.clone(),
             def: entry.good.clone().expect("only good definitions start"),
             kinds_seen: entry.kinds_seen.clone(),
+            fallback: None,
         }
     }
 }
@@ -191,14 +195,23 @@ fn upsert(state: &mut State, origin: Origin, def: Arc<CompiledDefinition>) -> Ve
     if was_running && moved {
         entry.running = false;
         effects.push(Effect::Stop(origin.clone()));
-        effects.extend(state.hand_over(previous.expect("moved implies a previous version")));
+        effects.extend(state.hand_over(previous.clone().expect("moved implies a previous version")));
     }
     match state.holder(&kind, &origin) {
         Some(holder) => {
             let message = format!("{} is already served by {holder}", def.parent);
             effects.push(Effect::Report(origin, Report::Conflict { message }));
         }
-        None => effects.push(state.start(&origin)),
+        None => {
+            let mut start = state.start(&origin);
+            if let Effect::Start { fallback, .. } = &mut start
+                && was_running
+                && !moved
+            {
+                *fallback = previous;
+            }
+            effects.push(start);
+        }
     }
     effects
 }

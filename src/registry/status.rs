@@ -49,6 +49,9 @@ pub enum Report {
         problem: Option<String>,
         /// A decorator's counts.
         decorated: Option<Decorated>,
+        /// The CRD change of the newest version, refused as breaking; the version
+        /// before it serves.
+        refused: Option<String>,
     },
     /// The definition is gone: forget it.
     Removed,
@@ -93,6 +96,7 @@ impl Report {
                 parents,
                 problem,
                 decorated,
+                refused,
             } => {
                 status["watchedKinds"] = json!(watched);
                 status["parentCount"] = json!(parents);
@@ -111,14 +115,27 @@ impl Report {
                     status["failingParents"] = json!(failing);
                 }
                 set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
-                match problem {
-                    None => set(
-                        &mut conditions,
-                        condition("Ready", true, "Serving", "the definition is running", None),
-                    ),
-                    Some(p) => set(&mut conditions, condition("Ready", false, "Failing", p, None)),
+                match (refused, problem) {
+                    (Some(message), _) => {
+                        let text = format!("{message} (the last good version keeps serving)");
+                        set(
+                            &mut conditions,
+                            condition("Ready", false, "BreakingSchemaChange", &text, None),
+                        );
+                        Some(Some(message.clone()))
+                    }
+                    (None, None) => {
+                        set(
+                            &mut conditions,
+                            condition("Ready", true, "Serving", "the definition is running", None),
+                        );
+                        Some(None)
+                    }
+                    (None, Some(p)) => {
+                        set(&mut conditions, condition("Ready", false, "Failing", p, None));
+                        Some(Some(p.clone()))
+                    }
                 }
-                Some(problem.clone())
             }
             Report::Removed => None,
         };
@@ -256,6 +273,7 @@ mod tests {
             parents: 2,
             problem: None,
             decorated: None,
+            refused: None,
         };
         let s = status_of(&[
             serving.clone(),

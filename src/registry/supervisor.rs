@@ -72,13 +72,15 @@ impl Supervisor {
                 origin,
                 def,
                 kinds_seen,
+                fallback,
             } => {
                 self.stop(&origin);
                 let (stop, stopped) = watch::channel(false);
                 let shell = self.shell.clone();
                 tracing::info!(definition = %origin, "started");
                 self.running.insert(origin.clone(), stop);
-                self.chain(parent_kind(&def), serve(shell, origin, def, kinds_seen, stopped));
+                let kind = parent_kind(&def);
+                self.chain(kind, serve(shell, origin, (def, fallback), kinds_seen, stopped));
             }
             Effect::Stop(origin) => self.stop(&origin),
             Effect::Release(def) => {
@@ -169,23 +171,40 @@ where
 
 /// One definition's life: install its CRD, resolve its kinds (waiting for any that is not
 /// served or not allowed yet), then run its controller and keep its status current until
-/// stopped. Its watches are released when it ends.
+/// stopped. Its watches are released when it ends. A CRD change refused as breaking
+/// leaves the CRD as it is, and the version it replaced (`fallback`) serves on.
 async fn serve(
     shell: Shell,
     origin: Origin,
-    def: Arc<CompiledDefinition>,
+    (def, fallback): (Arc<CompiledDefinition>, Option<Arc<CompiledDefinition>>),
     kinds_seen: Vec<Gvk>,
     stop: watch::Receiver<bool>,
 ) {
     let installed = until_ready(&shell, &origin, &stop, || async {
-        crate::crd::install(&shell.client, &def)
-            .await
-            .map_err(|e| ("Waiting", e.to_string()))
+        match crate::crd::install(&shell.client, &def).await {
+            Ok(()) => Ok(None),
+            Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok(Some(e.to_string())),
+            Err(e) => Err(("Waiting", e.to_string())),
+        }
     })
     .await;
-    if installed.is_none() {
+    let Some(refused) = installed else {
         return;
-    }
+    };
+    let def = match (&refused, fallback) {
+        (Some(_), Some(previous)) => previous,
+        (Some(message), None) => {
+            // Nothing to fall back on: report and wait for the next version.
+            let report = Report::Waiting {
+                reason: "BreakingSchemaChange",
+                message: message.clone(),
+            };
+            shell.reports.send(&origin, report);
+            stopped(stop).await;
+            return;
+        }
+        (None, _) => def,
+    };
     let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
         return;
     };
@@ -203,6 +222,7 @@ async fn serve(
                 parents: now.2.as_ref().map_or(now.0, |d| d.parents),
                 problem: now.1.clone(),
                 decorated: now.2.clone(),
+                refused: refused.clone(),
             };
             shell.reports.send(&origin, report);
             last = Some(now);

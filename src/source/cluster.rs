@@ -1,5 +1,7 @@
 //! Definitions from OperatorDefinition resources. A resource is recompiled when its
-//! generation changes, so Stencil's own status writes do not restart its controller.
+//! generation changes (or its `stencil.dev/allow-breaking-changes` annotation, the one
+//! piece of metadata a definition reads), so Stencil's own status writes do not restart
+//! its controller.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -30,7 +32,7 @@ pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: imp
         tokio::time::sleep(Duration::from_secs(10)).await;
     }
     let api: Api<OperatorDefinition> = Api::all(client);
-    let mut generations: HashMap<String, Option<i64>> = HashMap::new();
+    let mut generations: HashMap<String, Seen> = HashMap::new();
     let mut listed: Vec<String> = Vec::new();
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
     while let Some(event) = events.next().await {
@@ -59,12 +61,22 @@ pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: imp
     }
 }
 
-fn upsert(od: &OperatorDefinition, generations: &mut HashMap<String, Option<i64>>, tx: &UnboundedSender<SourceEvent>) {
+/// What a definition resource was compiled from: its generation and whether it allows
+/// breaking CRD changes.
+type Seen = (Option<i64>, bool);
+
+fn upsert(od: &OperatorDefinition, generations: &mut HashMap<String, Seen>, tx: &UnboundedSender<SourceEvent>) {
     let name = od.name_any();
-    if generations.get(&name) == Some(&od.metadata.generation) {
+    let allows = od
+        .annotations()
+        .get(crate::labels::ALLOW_BREAKING_CHANGES)
+        .map(String::as_str)
+        == Some("true");
+    let seen = (od.metadata.generation, allows);
+    if generations.get(&name) == Some(&seen) {
         return;
     }
-    generations.insert(name.clone(), od.metadata.generation);
+    generations.insert(name.clone(), seen);
     let origin = Origin::Cluster { name };
     let event = match compile_resource(od) {
         Ok(def) => SourceEvent::Upsert(origin, Box::new(def)),

@@ -223,3 +223,19 @@ fn decorators_of_one_kind_all_run_beside_its_composite_definition() {
     let e = step(&mut s, SourceEvent::Remove(file("a")));
     assert_eq!(names(&e), ["stop a", "report a removed"]);
 }
+
+#[test]
+fn an_edit_carries_the_version_it_replaces_to_serve_if_its_crd_change_is_refused() {
+    let mut s = State::default();
+    let first = step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Widget")));
+    assert!(matches!(&first[1], Effect::Start { fallback: None, .. }));
+    let edit = step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Widget")));
+    assert!(matches!(&edit[1], Effect::Start { fallback: Some(d), .. } if d.parent.kind == "Widget"));
+    // A new parent kind has nothing to fall back on.
+    let moved = step(&mut s, SourceEvent::Upsert(file("a"), def("a", "Gadget")));
+    assert!(
+        moved
+            .iter()
+            .any(|e| matches!(e, Effect::Start { fallback: None, def, .. } if def.parent.kind == "Gadget"))
+    );
+}

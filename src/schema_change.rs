@@ -1,0 +1,193 @@
+//! Whether a CRD update can lose data, purely: the live CRD against the one a definition
+//! would install. A removed property, a changed type, a new required field without a
+//! default, a tightened enum, or a stored version that is removed or no longer served is
+//! a breaking change; Stencil refuses it unless the definition allows it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+
+/// Every breaking change from `live` to `desired`, each naming its version and path.
+pub fn breaking_changes(live: &CustomResourceDefinition, desired: &CustomResourceDefinition) -> Vec<String> {
+    let mut out = Vec::new();
+    let stored = live
+        .status
+        .as_ref()
+        .and_then(|s| s.stored_versions.clone())
+        .unwrap_or_default();
+    for name in &stored {
+        match desired.spec.versions.iter().find(|v| &v.name == name) {
+            None => out.push(format!(
+                "version {name} is removed but objects are still stored at it (status.storedVersions)"
+            )),
+            Some(v) if !v.served => out.push(format!(
+                "version {name} is no longer served but objects are still stored at it (status.storedVersions)"
+            )),
+            Some(_) => {}
+        }
+    }
+    for old in &live.spec.versions {
+        let Some(new) = desired.spec.versions.iter().find(|v| v.name == old.name) else {
+            continue;
+        };
+        let schema = |v: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinitionVersion| {
+            v.schema.as_ref().and_then(|s| s.open_api_v3_schema.clone())
+        };
+        if let (Some(a), Some(b)) = (schema(old), schema(new)) {
+            compare(&old.name, "", &a, &b, &mut out);
+        }
+    }
+    out
+}
+
+fn type_of(s: &JSONSchemaProps) -> Option<&str> {
+    s.type_.as_deref()
+}
+
+fn compare(version: &str, path: &str, old: &JSONSchemaProps, new: &JSONSchemaProps, out: &mut Vec<String>) {
+    let at = |p: &str| if p.is_empty() { ".".to_string() } else { p.to_string() };
+    if let (Some(a), Some(b)) = (type_of(old), type_of(new))
+        && a != b
+    {
+        out.push(format!("{version}: {} changes type from {a} to {b}", at(path)));
+        return;
+    }
+    if let Some(new_enum) = &new.enum_ {
+        match &old.enum_ {
+            None => out.push(format!(
+                "{version}: {} gains an enum; existing values may not be in it",
+                at(path)
+            )),
+            Some(old_enum) => {
+                let dropped: Vec<String> = old_enum
+                    .iter()
+                    .filter(|v| !new_enum.contains(v))
+                    .map(|v| serde_json::to_string(&v.0).unwrap_or_default())
+                    .collect();
+                if !dropped.is_empty() {
+                    out.push(format!(
+                        "{version}: {} drops enum values {}",
+                        at(path),
+                        dropped.join(", ")
+                    ));
+                }
+            }
+        }
+    }
+    let empty = BTreeMap::new();
+    let old_props = old.properties.as_ref().unwrap_or(&empty);
+    let new_props = new.properties.as_ref().unwrap_or(&empty);
+    let preserves = new.x_kubernetes_preserve_unknown_fields == Some(true);
+    for (key, o) in old_props {
+        let child = format!("{path}.{key}");
+        match new_props.get(key) {
+            Some(n) => compare(version, &child, o, n, out),
+            None if preserves => {}
+            None => out.push(format!(
+                "{version}: {child} is removed; the API server would drop its values"
+            )),
+        }
+    }
+    let old_required = old.required.clone().unwrap_or_default();
+    for key in new.required.iter().flatten() {
+        let has_default = new_props.get(key).is_some_and(|p| p.default.is_some());
+        if !old_required.contains(key) && !has_default {
+            out.push(format!(
+                "{version}: {path}.{key} becomes required without a default; existing objects lack it"
+            ));
+        }
+    }
+    if let (Some(JSONSchemaPropsOrArray::Schema(o)), Some(JSONSchemaPropsOrArray::Schema(n))) = (&old.items, &new.items)
+    {
+        compare(version, &format!("{path}[*]"), o, n, out);
+    }
+    if let (Some(JSONSchemaPropsOrBool::Schema(o)), Some(JSONSchemaPropsOrBool::Schema(n))) =
+        (&old.additional_properties, &new.additional_properties)
+    {
+        compare(version, &format!("{path}.*"), o, n, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn crd(versions: serde_json::Value, stored: &[&str]) -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"}, "versions": versions},
+            "status": {"storedVersions": stored}
+        }))
+        .unwrap()
+    }
+
+    fn v1(spec: serde_json::Value) -> serde_json::Value {
+        json!([{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": spec}}}}])
+    }
+
+    const BASE: &str = r#"{"type": "object", "required": ["size"], "properties": {
+        "size": {"type": "integer"}, "tier": {"type": "string", "enum": ["gold", "silver"]},
+        "domains": {"type": "array", "items": {"type": "object", "properties": {"host": {"type": "string"}}}}}}"#;
+
+    fn base() -> serde_json::Value {
+        serde_json::from_str(BASE).unwrap()
+    }
+
+    #[test]
+    fn additions_are_safe() {
+        let mut wider = base();
+        wider["properties"]["colour"] = json!({"type": "string"});
+        wider["properties"]["tier"]["enum"] = json!(["gold", "silver", "bronze"]);
+        wider["required"] = json!(["size", "colour"]);
+        wider["properties"]["colour"]["default"] = json!("red");
+        assert_eq!(
+            breaking_changes(&crd(v1(base()), &["v1"]), &crd(v1(wider), &["v1"])),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn each_breaking_change_names_its_path() {
+        let mut narrow = base();
+        narrow["properties"]["domains"]["items"]["properties"] = json!({});
+        narrow["properties"]["size"]["type"] = json!("string");
+        narrow["properties"]["tier"]["enum"] = json!(["gold"]);
+        narrow["properties"]["owner"] = json!({"type": "string"});
+        narrow["required"] = json!(["size", "owner"]);
+        let changes = breaking_changes(&crd(v1(base()), &["v1"]), &crd(v1(narrow), &["v1"]));
+        let all = changes.join("\n");
+        assert!(all.contains("v1: .spec.domains[*].host is removed"), "{all}");
+        assert!(
+            all.contains("v1: .spec.size changes type from integer to string"),
+            "{all}"
+        );
+        assert!(all.contains("v1: .spec.tier drops enum values \"silver\""), "{all}");
+        assert!(
+            all.contains("v1: .spec.owner becomes required without a default"),
+            "{all}"
+        );
+        assert_eq!(changes.len(), 4, "{all}");
+    }
+
+    #[test]
+    fn a_stored_version_may_not_go_or_stop_being_served() {
+        let two = json!([
+            {"name": "v1alpha1", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}},
+            {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]);
+        let only_v1 =
+            json!([{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]);
+        let live = crd(two.clone(), &["v1alpha1", "v1"]);
+        let changes = breaking_changes(&live, &crd(only_v1.clone(), &[]));
+        assert!(changes[0].contains("version v1alpha1 is removed"), "{changes:?}");
+        let mut unserved = two.clone();
+        unserved[0]["served"] = json!(false);
+        assert!(breaking_changes(&live, &crd(unserved, &[]))[0].contains("no longer served"));
+        // Once nothing is stored at it, the version may go.
+        assert!(breaking_changes(&crd(two, &["v1"]), &crd(only_v1, &[])).is_empty());
+    }
+}
