@@ -99,6 +99,10 @@ pub struct Metrics {
     pub definitions: Family<StateLabel, Gauge>,
     /// Kinds watched.
     pub watched_kinds: Gauge,
+    /// Objects a decorator decorates now.
+    pub decorated_parents: Family<DefinitionLabel, Gauge>,
+    /// Of those, the ones whose children are all ready.
+    pub decorated_ready_parents: Family<DefinitionLabel, Gauge>,
     /// Child writes by result.
     pub children_applied_total: Family<ApplyLabels, Counter>,
     /// Child applies skipped because the live object already matched.
@@ -131,6 +135,8 @@ impl Metrics {
             fenced_writes_total: Family::default(),
             definitions: Family::default(),
             watched_kinds: Gauge::default(),
+            decorated_parents: Family::default(),
+            decorated_ready_parents: Family::default(),
             children_applied_total: Family::default(),
             apply_skipped_total: Family::default(),
             template_render_seconds: Family::new_with_constructor(seconds),
@@ -185,6 +191,16 @@ impl Metrics {
         );
         r.register("stencil_definitions", "Definitions by state", m.definitions.clone());
         r.register("stencil_watched_kinds", "Kinds watched", m.watched_kinds.clone());
+        r.register(
+            "stencil_decorated_parents",
+            "Objects a decorator decorates",
+            m.decorated_parents.clone(),
+        );
+        r.register(
+            "stencil_decorated_ready_parents",
+            "Decorated objects whose children are all ready",
+            m.decorated_ready_parents.clone(),
+        );
         r.register(
             "stencil_children_applied",
             "Child writes by result",

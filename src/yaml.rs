@@ -45,12 +45,19 @@ fn first_line(message: &str) -> String {
         .to_string()
 }
 
+/// Documents in one stream: a collection child renders one per object, and its output is
+/// bounded by size (1 MiB per template) rather than by the parser's default of 1,024.
+const MAX_DOCUMENTS: usize = 100_000;
+
 /// YAML 1.2 core schema: only `true`/`false` are booleans (`yes`, `on`, `y` stay
 /// strings), duplicate keys are errors, and messages come without source snippets.
 fn options() -> serde_saphyr::Options {
     serde_saphyr::options! {
         strict_booleans: true,
         with_snippet: false,
+        budget: serde_saphyr::budget! {
+            max_documents: MAX_DOCUMENTS,
+        },
     }
 }
 
@@ -86,6 +93,12 @@ pub fn to_stream(values: &[Value]) -> Result<String, WriteError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_stream_may_hold_thousands_of_documents() {
+        let text: String = (0..5000).map(|i| format!("---\nn: {i}\n")).collect();
+        assert_eq!(documents::<Value>(&text).unwrap().len(), 5000);
+    }
 
     #[test]
     fn yes_and_y_are_strings_as_in_yaml_1_2() {

@@ -416,6 +416,12 @@ async fn two_decorators_of_one_kind_keep_their_own_children_and_report_a_shared_
     })
     .await;
 
+    assert_eq!(
+        stencil.metric_sum("stencil_decorated_ready_parents{", &holder),
+        1.0,
+        "the counts are metrics too"
+    );
+
     // A change to the parent re-renders both; neither prunes the other's child.
     merge(&cms, "p", json!({"data": {"value": "2"}})).await;
     for child in ["p-a", "p-b"] {

@@ -313,7 +313,6 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
     Some(order.into_iter().map(|i| offset + i).collect())
 }
 
-/// What is wrong with `spec.crd` for this parent.
 /// What the API server would refuse in a scale subresource: paths are JSON paths of the
 /// form `.spec.replicas`, the spec one under `.spec` and the others under `.status`
 /// (or `.spec` for the selector).
@@ -343,6 +342,7 @@ fn scale_problems(
     problems
 }
 
+/// What is wrong with `spec.crd` for this parent.
 fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
     let mut problems = Vec::new();
     if parent.group.is_empty() || !parent.group.contains('.') {

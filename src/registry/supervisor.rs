@@ -217,6 +217,11 @@ async fn serve(
     loop {
         let now = (ctx.parents.store.state().len(), ctx.problem(), ctx.decorated());
         if last.as_ref() != Some(&now) {
+            if let Some(d) = &now.2 {
+                let label = crate::metrics::definition(&def.name);
+                shell.metrics.decorated_parents.get_or_create(&label).set(d.parents as i64);
+                shell.metrics.decorated_ready_parents.get_or_create(&label).set(d.ready as i64);
+            }
             let report = Report::Serving {
                 watched: watched.clone(),
                 parents: now.2.as_ref().map_or(now.0, |d| d.parents),
@@ -233,6 +238,9 @@ async fn serve(
         ctx.sweep();
         reconcile::strays(&ctx).await;
     }
+    let label = crate::metrics::definition(&def.name);
+    shell.metrics.decorated_parents.remove(&label);
+    shell.metrics.decorated_ready_parents.remove(&label);
     let _ = controller.await;
 }
 
