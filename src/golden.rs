@@ -204,8 +204,10 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
     Ok(render_offline(def, &loaded.definitions, &parent, &observed, &case.lookups)?.to_json())
 }
 
-/// The offline render `stencil render` and `stencil test` share: lookups are answered
-/// from `lookup_objects`, scopes come from the definitions loaded beside `def`, and
+/// The offline render `stencil render` and `stencil test` share: the parent gets its CRD's
+/// structural defaults and is checked against the schema, as the API server would;
+/// lookups are answered from `lookup_objects`, scopes come from the definitions loaded
+/// beside `def`, and
 /// desired objects that `observed.existing` names are settled as the controller would
 /// (a conflict, or an adoption); a parent being deleted also shows its finalize step.
 pub fn render_offline(
@@ -215,6 +217,19 @@ pub fn render_offline(
     observed: &Observed,
     lookup_objects: &[Value],
 ) -> Result<render::RenderOutput, render::RenderFailure> {
+    let mut admitted = parent.clone();
+    if let Some((version, schema)) = crate::structural::schema_of(def, parent) {
+        crate::structural::apply_defaults(schema, &mut admitted);
+        let problems = crate::structural::violations(schema, &admitted);
+        if !problems.is_empty() {
+            let version = version.to_string();
+            return Err(render::RenderFailure(vec![render::RenderError::Schema {
+                version,
+                problems,
+            }]));
+        }
+    }
+    let parent = &admitted;
     let scopes = crate::compile::scopes(loaded);
     let requests = render::lookup_requests(def, parent, &scopes)?;
     let lookups = render::match_lookups(&requests, lookup_objects);
@@ -300,5 +315,68 @@ mod tests {
         let observed = split_observed(vec![child, theirs, hand_made], &parent);
         assert_eq!(observed.children["credentials"].len(), 1);
         assert_eq!(observed.existing.len(), 2);
+    }
+
+    fn website() -> CompiledDefinition {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+        let (mut defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
+        assert!(diags.0.is_empty(), "{diags}");
+        defs.remove(0)
+    }
+
+    #[test]
+    fn an_offline_parent_gets_its_schema_defaults_as_the_api_server_gives_them() {
+        let text = r#"apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata: {name: widgets.example.com}
+spec:
+  parent: {apiVersion: example.com/v1, kind: Widget}
+  crd:
+    names: {plural: widgets}
+    versions:
+      - name: v1
+        served: true
+        storage: true
+        schema:
+          openAPIV3Schema:
+            type: object
+            properties:
+              spec:
+                type: object
+                default: {}
+                properties:
+                  size: {type: integer, default: 3}
+  children:
+    - name: cm
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: {{ parent.metadata.name }}
+        data:
+          size: {{ parent.spec.size | quote }}
+"#;
+        let (defs, diags) = crate::compile::compile_file("w.yaml", text);
+        assert!(diags.0.is_empty(), "{diags}");
+        // No spec at all: the API server would store spec.size = 3, and so does the render.
+        let parent =
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "n"}});
+        let out = render_offline(&defs[0], &defs, &parent, &Observed::default(), &[]).unwrap();
+        assert_eq!(out.children[0].object["data"]["size"], "3");
+    }
+
+    #[test]
+    fn an_offline_parent_that_breaks_its_schema_is_refused_with_the_path() {
+        let def = website();
+        let parent = json!({"apiVersion": "examples.stencil.dev/v1", "kind": "Website",
+            "metadata": {"name": "docs", "namespace": "web"}, "spec": {"replicas": 99}});
+        let err = render_offline(&def, std::slice::from_ref(&def), &parent, &Observed::default(), &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("schema of v1"), "{text}");
+        assert!(
+            text.contains(".spec.replicas: 99 is more than the maximum 50"),
+            "{text}"
+        );
+        assert!(text.contains(".spec.content: is required"), "{text}");
     }
 }

@@ -32,6 +32,7 @@ pub mod scaffold;
 pub mod schema_change;
 pub mod selector;
 pub mod source;
+pub mod structural;
 pub mod tasks;
 pub mod watch;
 pub mod yaml;

@@ -219,8 +219,16 @@ async fn serve(
         if last.as_ref() != Some(&now) {
             if let Some(d) = &now.2 {
                 let label = crate::metrics::definition(&def.name);
-                shell.metrics.decorated_parents.get_or_create(&label).set(d.parents as i64);
-                shell.metrics.decorated_ready_parents.get_or_create(&label).set(d.ready as i64);
+                shell
+                    .metrics
+                    .decorated_parents
+                    .get_or_create(&label)
+                    .set(d.parents as i64);
+                shell
+                    .metrics
+                    .decorated_ready_parents
+                    .get_or_create(&label)
+                    .set(d.ready as i64);
             }
             let report = Report::Serving {
                 watched: watched.clone(),

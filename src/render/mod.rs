@@ -165,6 +165,15 @@ pub enum RenderError {
         /// What to fix.
         message: String,
     },
+    /// The parent does not satisfy its CRD version's schema (offline: the API server would
+    /// refuse it).
+    #[error("the parent does not satisfy the schema of {version}: {}", problems.join("; "))]
+    Schema {
+        /// The CRD version.
+        version: String,
+        /// Each violation, by path.
+        problems: Vec<String>,
+    },
     /// A template rendered more than [`MAX_TEMPLATE_OUTPUT`] bytes.
     #[error("{at}: rendered {size} bytes, more than the limit of {MAX_TEMPLATE_OUTPUT}")]
     TooLarge {
