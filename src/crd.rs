@@ -51,6 +51,14 @@ pub enum CrdError {
     NotEstablished(String),
 }
 
+/// The name of the CRD a definition installs (`<plural>.<group>`), if it declares one.
+pub fn crd_name(def: &CompiledDefinition) -> Option<String> {
+    def.spec
+        .crd
+        .as_ref()
+        .map(|crd| format!("{}.{}", crd.names.plural, def.parent.group))
+}
+
 /// The OperatorDefinition CRD, as `stencil crd` prints it and the chart ships it.
 pub fn operator_definition_crd() -> CustomResourceDefinition {
     OperatorDefinition::crd()
@@ -95,7 +103,7 @@ pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefin
         .collect::<Result<Vec<_>, CrdError>>()?;
     Ok(Some(CustomResourceDefinition {
         metadata: ObjectMeta {
-            name: Some(format!("{}.{}", crd.names.plural, group)),
+            name: crd_name(def),
             labels: Some(
                 [
                     (labels::MANAGED_BY.to_string(), labels::MANAGED_BY_VALUE.to_string()),
@@ -128,42 +136,80 @@ pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefin
     }))
 }
 
-/// Applies a definition's parent CRD, unless the live one already matches (so a restart
-/// writes nothing), and waits up to 10 s until it is Established.
-pub async fn install(client: &kube::Client, def: &CompiledDefinition) -> Result<(), CrdError> {
-    use crate::reconcile::diff::{live_contains, live_hash, with_hash};
-    use kube::ResourceExt;
-    use kube::api::{Api, Patch, PatchParams};
+/// What applying a definition's CRD over the live one would do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The live CRD already is what the definition declares: nothing to write.
+    Unchanged,
+    /// There is no live CRD yet.
+    Create,
+    /// The live CRD changes, and nothing stored can be lost.
+    Update,
+    /// The live CRD changes in ways that could lose data (refused unless the definition
+    /// allows breaking changes), each with its version and path.
+    Breaking(Vec<String>),
+}
 
+/// The CRD a definition installs, as applied (with its applied-hash annotation), and what
+/// applying it over `live` would do. `None` when the definition declares no CRD.
+pub fn verdict(
+    def: &CompiledDefinition,
+    live: Option<&CustomResourceDefinition>,
+) -> Result<Option<(serde_json::Value, Verdict)>, CrdError> {
+    use crate::reconcile::diff::{live_contains, live_hash, with_hash};
     let Some(crd) = parent_crd(def)? else {
-        return Ok(());
+        return Ok(None);
     };
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.name_any();
     let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
-    let live_crd = api.get_opt(&name).await.ok().flatten();
-    let live = live_crd.as_ref().and_then(|c| serde_json::to_value(c).ok());
-    let current = live.is_some_and(|l| live_hash(&l) == Some(hash.as_str()) && live_contains(&l, &desired));
-    if !current {
-        if let Some(live) = &live_crd
-            && !def.allow_breaking_changes
-        {
-            let changes = crate::schema_change::breaking_changes(live, &crd);
-            if !changes.is_empty() {
-                return Err(CrdError::Breaking {
-                    name,
-                    changes,
-                    location: def.crd_location(),
-                });
+    let verdict = match live {
+        None => Verdict::Create,
+        Some(l) => {
+            let value = serde_json::to_value(l).unwrap_or_default();
+            if live_hash(&value) == Some(hash.as_str()) && live_contains(&value, &desired) {
+                Verdict::Unchanged
+            } else {
+                match crate::schema_change::breaking_changes(l, &crd) {
+                    changes if changes.is_empty() => Verdict::Update,
+                    changes => Verdict::Breaking(changes),
+                }
             }
         }
-        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
-        api.patch(&name, &params, &Patch::Apply(&desired))
-            .await
-            .map_err(|source| CrdError::Apply {
-                name: name.clone(),
-                source,
-            })?;
+    };
+    Ok(Some((desired, verdict)))
+}
+
+/// Applies a definition's parent CRD, unless the live one already matches (so a restart
+/// writes nothing) or the change could lose data, and waits up to 10 s until it is
+/// Established.
+pub async fn install(client: &kube::Client, def: &CompiledDefinition) -> Result<(), CrdError> {
+    use kube::api::{Api, Patch, PatchParams};
+
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let Some(name) = crd_name(def) else {
+        return Ok(());
+    };
+    let live = api.get_opt(&name).await.ok().flatten();
+    let Some((desired, verdict)) = verdict(def, live.as_ref())? else {
+        return Ok(());
+    };
+    match verdict {
+        Verdict::Unchanged => {}
+        Verdict::Breaking(changes) if !def.allow_breaking_changes => {
+            return Err(CrdError::Breaking {
+                name,
+                changes,
+                location: def.crd_location(),
+            });
+        }
+        Verdict::Create | Verdict::Update | Verdict::Breaking(_) => {
+            let params = PatchParams::apply(labels::FIELD_MANAGER).force();
+            api.patch(&name, &params, &Patch::Apply(&desired))
+                .await
+                .map_err(|source| CrdError::Apply {
+                    name: name.clone(),
+                    source,
+                })?;
+        }
     }
     for _ in 0..100 {
         let established = api
@@ -209,5 +255,48 @@ mod tests {
             schema.pointer("/openAPIV3Schema/properties/spec/properties/children/items/properties/template/type"),
             Some(&Value::from("string"))
         );
+    }
+
+    #[test]
+    fn the_verdict_creates_skips_updates_or_refuses() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+        let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
+        assert!(diags.0.is_empty(), "{diags}");
+        let def = &defs[0];
+        let (desired, v) = verdict(def, None).unwrap().unwrap();
+        assert_eq!(v, Verdict::Create);
+        let mut live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
+        assert_eq!(verdict(def, Some(&live)).unwrap().unwrap().1, Verdict::Unchanged);
+        if let Some(a) = live.metadata.annotations.as_mut() {
+            a.clear();
+        }
+        assert_eq!(verdict(def, Some(&live)).unwrap().unwrap().1, Verdict::Update);
+        let schema = live.spec.versions[2]
+            .schema
+            .as_mut()
+            .unwrap()
+            .open_api_v3_schema
+            .as_mut()
+            .unwrap();
+        schema
+            .properties
+            .as_mut()
+            .unwrap()
+            .get_mut("spec")
+            .unwrap()
+            .properties
+            .as_mut()
+            .unwrap()
+            .insert(
+                "legacy".into(),
+                JSONSchemaProps {
+                    type_: Some("string".into()),
+                    ..Default::default()
+                },
+            );
+        let Verdict::Breaking(changes) = verdict(def, Some(&live)).unwrap().unwrap().1 else {
+            panic!("a property the definition drops is breaking")
+        };
+        assert!(changes[0].contains("v1: .spec.legacy is removed"), "{changes:?}");
     }
 }

@@ -95,6 +95,19 @@ async fn a_breaking_crd_change_is_refused_until_forced_and_the_last_good_version
             .is_some_and(|p| p.contains_key("tier"))
     };
     assert!(has_tier().await, "the CRD is unchanged");
+    // `stencil diff` says so before anyone runs it.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("widgets.yaml");
+    std::fs::write(&file, stencil::yaml::to_string(&widgets(&group, false, false)).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .args(["diff", "--definition", file.to_str().unwrap()])
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a breaking CRD change is a change: {text}");
+    assert!(text.contains(&format!("CRD {name}: BREAKING")), "{text}");
+    assert!(text.contains("v1: .spec.tier is removed"), "{text}");
     // The last good version keeps serving.
     let bump = json!({"spec": {"size": 2}});
     parents

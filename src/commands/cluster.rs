@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::FAILED;
 use crate::cli::{DiffArgs, DiffFormat};
+use stencil::crd::Verdict;
 use stencil::live;
 
 /// Runs a future on a runtime of its own: the offline commands that read the cluster
@@ -81,18 +82,24 @@ const DIFF_CONCURRENCY: usize = 16;
 /// `stencil diff`, with kubectl diff's exit codes: 0 no change, 1 changes, 2 an error.
 pub fn diff(args: &DiffArgs) -> ExitCode {
     match block_on(diff_parents(args)).and_then(|r| r) {
-        Ok(diffs) => {
+        Ok((crd, diffs)) => {
             let summary = live::diff::Summary::of(&diffs);
             match args.output {
                 DiffFormat::Json => {
-                    let report = serde_json::json!({"parents": diffs, "summary": summary});
+                    let report = serde_json::json!({"crd": crd, "parents": diffs, "summary": summary});
                     println!("{report:#}");
                 }
-                DiffFormat::Text => print!("{}", live::diff::text(&diffs)),
+                DiffFormat::Text => {
+                    if let Some(c) = &crd {
+                        println!("{}", c.line());
+                    }
+                    print!("{}", live::diff::text(&diffs));
+                }
             }
+            let crd_changes = crd.as_ref().is_some_and(|c| c.verdict != Verdict::Unchanged);
             if summary.errors > 0 {
                 ExitCode::from(DIFF_ERROR)
-            } else if summary.changes() {
+            } else if summary.changes() || crd_changes {
                 ExitCode::from(FAILED)
             } else {
                 ExitCode::SUCCESS
@@ -108,10 +115,72 @@ pub fn diff(args: &DiffArgs) -> ExitCode {
 /// Exit code of `stencil diff` when it could not compare.
 const DIFF_ERROR: u8 = 2;
 
-async fn diff_parents(args: &DiffArgs) -> Result<Vec<live::diff::ParentDiff>> {
+/// What `stencil run` would do to the definition's CRD.
+#[derive(serde::Serialize)]
+struct CrdDiff {
+    name: String,
+    #[serde(serialize_with = "verdict_word")]
+    verdict: Verdict,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    breaking: Vec<String>,
+}
+
+fn verdict_word<S: serde::Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match v {
+        Verdict::Unchanged => "unchanged",
+        Verdict::Create => "create",
+        Verdict::Update => "update",
+        Verdict::Breaking(_) => "breaking",
+    })
+}
+
+impl CrdDiff {
+    fn line(&self) -> String {
+        match &self.verdict {
+            Verdict::Unchanged => format!("CRD {}: unchanged", self.name),
+            Verdict::Create => format!("CRD {}: would be created", self.name),
+            Verdict::Update => format!("CRD {}: would be updated; nothing stored can be lost", self.name),
+            Verdict::Breaking(changes) => format!(
+                "CRD {}: BREAKING, `stencil run` refuses it unless the definition has {}: \"true\":\n  {}",
+                self.name,
+                stencil::labels::ALLOW_BREAKING_CHANGES,
+                changes.join("\n  ")
+            ),
+        }
+    }
+}
+
+/// The CRD's verdict, when the definition installs one.
+async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinition) -> Result<Option<CrdDiff>> {
+    let Some(name) = stencil::crd::crd_name(def) else {
+        return Ok(None);
+    };
+    let api: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(client.clone());
+    let live = api
+        .get_opt(&name)
+        .await
+        .with_context(|| format!("reading CRD {name}"))?;
+    let verdict = stencil::crd::verdict(def, live.as_ref())?;
+    Ok(verdict.map(|(_, verdict)| CrdDiff {
+        name,
+        breaking: match &verdict {
+            Verdict::Breaking(c) => c.clone(),
+            _ => Vec::new(),
+        },
+        verdict,
+    }))
+}
+
+async fn diff_parents(args: &DiffArgs) -> Result<(Option<CrdDiff>, Vec<live::diff::ParentDiff>)> {
     let (_, def) = super::load_one(&args.definition, args.name.as_deref())?;
     let def = &def;
     let client = kube::Client::try_default().await.context("connecting to the cluster")?;
+    let crd = crd_diff(&client, def).await?;
+    if crd.as_ref().is_some_and(|c| c.verdict == Verdict::Create) {
+        // A new kind has no parents yet.
+        return Ok((crd, Vec::new()));
+    }
     let kinds = live::Kinds::resolve(&client, def).await?;
     let mut params = kube::api::ListParams::default();
     if let Some(selector) = &args.selector {
@@ -162,5 +231,5 @@ async fn diff_parents(args: &DiffArgs) -> Result<Vec<live::diff::ParentDiff>> {
     progress.finish_and_clear();
     let mut diffs = compared.into_iter().collect::<Result<Vec<_>, _>>()?;
     diffs.sort_by(|a, b| a.parent.cmp(&b.parent));
-    Ok(diffs)
+    Ok((crd, diffs))
 }
