@@ -98,13 +98,17 @@ async fn only_the_leader_reconciles_and_the_standby_takes_over_after_a_kill() {
     let (widgets, cms) = (pair.widgets(), pair.configmaps());
     let procs = &mut pair.procs;
     let standby = 1 - leader;
-    for p in procs.iter() {
-        assert_eq!(
-            p.get("/readyz").await.unwrap().0,
-            200,
-            "leader and standby are both ready"
-        );
-    }
+    // The leader is ready once its definitions have started, a moment after it wins the
+    // Lease; the standby is ready while it waits.
+    wait_for("leader and standby both ready", Duration::from_secs(60), || async {
+        for p in procs.iter() {
+            if p.get("/readyz").await?.0 != 200 {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
 
     let def = format!("widgets.{group}");
     create_widget(&widgets, &group, "one").await;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, Resource as _};
 use serde_json::Value;
 
 use super::readers::{Readers, Selection};
@@ -327,14 +327,16 @@ impl Context {
     pub(super) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
         self.children
             .iter()
-            .flat_map(|w| w.children_of(uid))
-            .filter(|c| c.labels().get(labels::DEFINITION) == Some(&self.definition_label))
+            .flat_map(|w| w.children_of(&self.definition_label, uid))
             .collect()
     }
 
     /// The UIDs of every parent that this definition's children name.
     pub(super) fn parents_named(&self) -> std::collections::BTreeSet<String> {
-        self.children.iter().flat_map(|w| w.parent_uids()).collect()
+        self.children
+            .iter()
+            .flat_map(|w| w.parent_uids(&self.definition_label))
+            .collect()
     }
 }
 

@@ -18,6 +18,18 @@ pub(super) struct Entries<'a> {
     pub(super) ready: BTreeMap<&'a str, Readiness>,
 }
 
+impl<'a> Entries<'a> {
+    /// Holds `child` back until `on` (child names, or `lookups.<name>`) is there.
+    fn wait(&mut self, child: &'a str, on: Vec<String>) {
+        self.ready
+            .insert(child, Readiness::NotReady(format!("waiting for {}", on.join(", "))));
+        self.waiting.push(Waiting {
+            child: child.to_string(),
+            on,
+        });
+    }
+}
+
 /// Renders the entries at `order` (indices into [`CompiledDefinition::entry`]): an entry
 /// is held back while a lookup is missing or what it depends on is not ready.
 pub(super) fn render_entries<'a>(
@@ -53,14 +65,7 @@ pub(super) fn render_entries<'a>(
             missing_lookups.clone()
         };
         if !blockers.is_empty() {
-            out.ready.insert(
-                &child.name,
-                Readiness::NotReady(format!("waiting for {}", blockers.join(", "))),
-            );
-            out.waiting.push(Waiting {
-                child: child.name.clone(),
-                on: blockers,
-            });
+            out.wait(&child.name, blockers);
             continue;
         }
         match render_child(info, i, jinja_ctx, input.scopes) {
@@ -85,14 +90,7 @@ pub(super) fn render_entries<'a>(
                     .cloned()
                     .collect();
                 if !absent.is_empty() && e.iter().all(RenderError::is_undefined) {
-                    out.ready.insert(
-                        &child.name,
-                        Readiness::NotReady(format!("waiting for {}", absent.join(", "))),
-                    );
-                    out.waiting.push(Waiting {
-                        child: child.name.clone(),
-                        on: absent,
-                    });
+                    out.wait(&child.name, absent);
                     continue;
                 }
                 out.ready

@@ -27,35 +27,53 @@ pub struct SharedWatch {
     subscribers: Subscribers,
     deletion_subscribers: Subscribers,
     failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
-    /// Objects by their `stencil.dev/parent-uid` label, so a reconcile finds a parent's
-    /// children without scanning the store.
+    /// Objects by their `stencil.dev/definition` and `stencil.dev/parent-uid` labels, so
+    /// a reconcile finds a parent's children without scanning the store.
     by_parent: Mutex<ParentIndex>,
 }
 
-/// Object keys by parent UID, and each object's parent UID.
+/// Object keys by definition (`stencil.dev/definition`) and parent UID, and each
+/// object's definition and parent UID. A definition finds its own children, and the
+/// parents they name, without looking at another definition's.
 #[derive(Default)]
 struct ParentIndex {
-    children: HashMap<String, HashSet<ObjectRef<DynamicObject>>>,
-    parent_of: HashMap<ObjectRef<DynamicObject>, String>,
+    children: HashMap<String, HashMap<String, HashSet<ObjectRef<DynamicObject>>>>,
+    parent_of: HashMap<ObjectRef<DynamicObject>, (String, String)>,
 }
 
 impl ParentIndex {
     fn remove(&mut self, key: &ObjectRef<DynamicObject>) {
-        if let Some(uid) = self.parent_of.remove(key)
-            && let Some(set) = self.children.get_mut(&uid)
-        {
-            set.remove(key);
-            if set.is_empty() {
-                self.children.remove(&uid);
+        let Some((definition, uid)) = self.parent_of.remove(key) else {
+            return;
+        };
+        if let Some(parents) = self.children.get_mut(&definition) {
+            if let Some(set) = parents.get_mut(&uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    parents.remove(&uid);
+                }
+            }
+            if parents.is_empty() {
+                self.children.remove(&definition);
             }
         }
     }
 
     fn insert(&mut self, key: ObjectRef<DynamicObject>, obj: &DynamicObject) {
         self.remove(&key);
-        if let Some(uid) = obj.metadata.labels.as_ref().and_then(|l| l.get(labels::PARENT_UID)) {
-            self.children.entry(uid.clone()).or_default().insert(key.clone());
-            self.parent_of.insert(key, uid.clone());
+        let labels = obj.metadata.labels.as_ref();
+        if let Some(uid) = labels.and_then(|l| l.get(labels::PARENT_UID)) {
+            let definition = labels
+                .and_then(|l| l.get(labels::DEFINITION))
+                .cloned()
+                .unwrap_or_default();
+            self.children
+                .entry(definition.clone())
+                .or_default()
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+            self.parent_of.insert(key, (definition, uid.clone()));
         }
     }
 }
@@ -108,28 +126,30 @@ impl SharedWatch {
         self.failure.subscribe()
     }
 
-    /// The objects labelled with this parent UID.
-    pub fn children_of(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
+    /// The objects of `definition` (its `stencil.dev/definition` label value) labelled
+    /// with this parent UID.
+    pub fn children_of(&self, definition: &str, uid: &str) -> Vec<Arc<DynamicObject>> {
         let keys: Vec<ObjectRef<DynamicObject>> = self
             .by_parent
             .lock()
             .expect("index lock")
             .children
-            .get(uid)
+            .get(definition)
+            .and_then(|parents| parents.get(uid))
             .map(|set| set.iter().cloned().collect())
             .unwrap_or_default();
         keys.iter().filter_map(|k| self.store.get(k)).collect()
     }
 
-    /// Every parent UID that some object's label names.
-    pub fn parent_uids(&self) -> Vec<String> {
+    /// Every parent UID that an object of `definition` names.
+    pub fn parent_uids(&self, definition: &str) -> Vec<String> {
         self.by_parent
             .lock()
             .expect("index lock")
             .children
-            .keys()
-            .cloned()
-            .collect()
+            .get(definition)
+            .map(|parents| parents.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Records a failing list or watch.
@@ -287,11 +307,32 @@ mod tests {
         let (mut writer, shared) = watch();
         feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
         feed(&mut writer, &shared, Event::Apply(configmap("b", "u2")));
-        assert_eq!(shared.children_of("u1").len(), 1);
+        assert_eq!(shared.children_of("", "u1").len(), 1);
         feed(&mut writer, &shared, Event::Delete(configmap("a", "u1")));
-        assert!(shared.children_of("u1").is_empty());
+        assert!(shared.children_of("", "u1").is_empty());
         feed(&mut writer, &shared, Event::Init);
         feed(&mut writer, &shared, Event::InitDone);
-        assert!(shared.children_of("u2").is_empty(), "a relist without b drops it");
+        assert!(shared.children_of("", "u2").is_empty(), "a relist without b drops it");
+    }
+
+    #[test]
+    fn each_definition_sees_only_its_own_children_and_parents() {
+        let (mut writer, shared) = watch();
+        let of = |name: &str, definition: &str| {
+            let mut o = configmap(name, "u1");
+            if let Some(l) = o.metadata.labels.as_mut() {
+                l.insert(labels::DEFINITION.to_string(), definition.to_string());
+            }
+            o
+        };
+        feed(&mut writer, &shared, Event::Apply(of("a", "first")));
+        feed(&mut writer, &shared, Event::Apply(of("b", "second")));
+        assert_eq!(shared.children_of("first", "u1").len(), 1);
+        assert_eq!(shared.parent_uids("second"), ["u1"]);
+        assert!(shared.parent_uids("third").is_empty());
+        // Relabelled to another definition, the object moves with it.
+        feed(&mut writer, &shared, Event::Apply(of("a", "second")));
+        assert!(shared.children_of("first", "u1").is_empty());
+        assert_eq!(shared.children_of("second", "u1").len(), 2);
     }
 }
