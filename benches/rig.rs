@@ -1,10 +1,13 @@
 //! `make bench`: Stencil against the API server's own limit on the rig. Measures
 //! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7), and a plain kube client making the same
-//! writes; then a decorator (B8, [`decorate`]). Sizes come from BENCH_N,
+//! writes; then a decorator and a selector lookup (B8, B9, [`decorate`]) and
+//! conversion through the webhook (B10, [`convert`]). Sizes come from BENCH_N,
 //! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results
 //! go to stdout, target/bench/results.md and target/bench/results.json.
 
+#[path = "rig/convert.rs"]
+mod convert;
 #[path = "rig/decorate.rs"]
 mod decorate;
 
@@ -749,16 +752,22 @@ async fn main() {
     let mut results: BTreeMap<&str, Value> = BTreeMap::new();
     results.insert("n", json!(n));
     results.insert("replicas", json!(replicas));
-    // BENCH_PART=decorate runs B8 and B9 alone, keeping the other figures of the last run.
-    if std::env::var("BENCH_PART").is_ok_and(|p| p == "decorate") {
+    // BENCH_PART=decorate runs B8 and B9 alone, and BENCH_PART=convert B10 alone,
+    // keeping the other figures of the last run.
+    let part = std::env::var("BENCH_PART").unwrap_or_default();
+    if part == "decorate" || part == "convert" {
         let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
         let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
         for (k, v) in saved {
             // The bench is one short process; its keys live as long as it does.
             results.entry(Box::leak(k.into_boxed_str())).or_insert(v);
         }
-        let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
-        decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
+        if part == "decorate" {
+            let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
+            decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
+        } else {
+            convert::run(&client, dir.path(), samples, &mut results).await;
+        }
         report(&results);
         return;
     }
@@ -878,6 +887,7 @@ async fn main() {
 
     let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
     decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
+    convert::run(&client, dir.path(), samples, &mut results).await;
 
     report(&results);
 }
@@ -1011,12 +1021,25 @@ fn report(r: &BTreeMap<&str, Value>) {
             String::new(),
             "",
         ),
+        (
+            "B10 GET through the conversion webhook (v1alpha1 of a v1 object)",
+            format!(
+                "{}; {} at v1; +{:.1} ms p50, {:.2} ms inside the webhook",
+                ms("b10_get_converted"),
+                ms("b10_get_v1"),
+                f("b10_added_p50_ms"),
+                f("b10_webhook_mean_ms")
+            ),
+            String::new(),
+            String::new(),
+            "",
+        ),
     ];
     let mut md = format!(
         "N = {}, {} replica(s) per Deployment; {}\n\n| benchmark | Stencil | plain client (the limit) | kro | target |\n|---|---|---|---|---|\n",
         r["n"],
         r["replicas"],
-        r["etcd"].as_str().unwrap_or_default()
+        r.get("etcd").and_then(Value::as_str).unwrap_or_default()
     );
     for (name, stencil, plain, kro, target) in rows {
         md.push_str(&format!("| {name} | {stencil} | {plain} | {kro} | {target} |\n"));

@@ -50,6 +50,9 @@ pub enum Command {
     /// Show what a new definition would do to every existing parent (dry run); exit 0 for
     /// no change, 1 for changes, 2 for an error.
     Diff(DiffArgs),
+    /// Convert parents to another version of their CRD offline, as the conversion
+    /// webhook would; exits 1 when a round trip back would lose a field.
+    Convert(ConvertArgs),
     /// Print the Argo CD health checks (`argocd-cm` data) for the definitions' parent kinds.
     Argocd {
         /// Definition files or directories.
@@ -114,6 +117,25 @@ pub struct RenderArgs {
     #[arg(short = 'n', long, requires = "from_cluster")]
     pub namespace: Option<String>,
     /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Yaml)]
+    pub output: Format,
+}
+
+/// Arguments of `stencil convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// The definition file.
+    #[arg(long)]
+    pub definition: PathBuf,
+    /// The definition's name, when the file holds several.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The version to convert to, e.g. `v1alpha1`.
+    #[arg(long)]
+    pub to: String,
+    /// A file of parent objects (a YAML stream; `-` reads stdin).
+    pub objects: PathBuf,
+    /// Output format of the converted objects.
     #[arg(short, long, value_enum, default_value_t = Format::Yaml)]
     pub output: Format,
 }
@@ -197,6 +219,24 @@ pub struct RunArgs {
     /// How long a watch's first list may take before the definition reports it.
     #[arg(long, default_value = "10s", value_parser = seconds)]
     pub sync_timeout: std::time::Duration,
+    /// Where the conversion webhook listens (served only with --webhook-service or
+    /// --webhook-url).
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    pub webhook_addr: std::net::SocketAddr,
+    /// The Service through which the API server reaches the webhook, as NAMESPACE/NAME.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "webhook_url", value_parser = service_ref)]
+    pub webhook_service: Option<(String, String)>,
+    /// The webhook's base URL for a Stencil outside the cluster, e.g. `https://127.0.0.1:9443`.
+    #[arg(long, value_name = "URL", value_parser = https_url)]
+    pub webhook_url: Option<String>,
+    /// A directory with `tls.crt`, `tls.key` and optionally `ca.crt` (cert-manager's),
+    /// reloaded when they change; without it Stencil generates a certificate.
+    #[arg(long, value_name = "DIR")]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// The Secret, in Stencil's namespace ($POD_NAMESPACE, else `default`), that keeps the
+    /// generated certificate.
+    #[arg(long, default_value = "stencil-webhook-cert")]
+    pub webhook_secret: String,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -209,6 +249,27 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+/// Parses a Service reference written `NAMESPACE/NAME`.
+fn service_ref(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("`{text}` is not NAMESPACE/NAME")),
+    }
+}
+
+/// Accepts an `https://` URL, without its trailing slash.
+fn https_url(text: &str) -> Result<String, String> {
+    if text.starts_with("https://") && text.len() > "https://".len() {
+        Ok(text.trim_end_matches('/').to_string())
+    } else {
+        Err(format!(
+            "`{text}` is not an https:// URL; the API server calls webhooks over TLS only"
+        ))
+    }
 }
 
 /// Parses whole seconds written `15s` or `15`.

@@ -2,10 +2,11 @@
 //! CRD and the parent CRD a definition declares in `spec.crd`), and installing a
 //! definition's parent CRD in the cluster, unless the update could lose data.
 
+use k8s_openapi::ByteString;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionNames, CustomResourceDefinitionSpec,
     CustomResourceDefinitionVersion, CustomResourceSubresourceStatus, CustomResourceSubresources,
-    CustomResourceValidation, JSONSchemaProps,
+    CustomResourceValidation, JSONSchemaProps, ServiceReference, WebhookClientConfig, WebhookConversion,
 };
 use kube::CustomResourceExt;
 use kube::api::ObjectMeta;
@@ -46,6 +47,16 @@ pub enum CrdError {
         /// Where `spec.crd` is written.
         location: String,
     },
+    /// The definition's versions need conversion, and this process serves no webhook.
+    #[error(
+        "{location}: definition {definition} converts between CRD versions, which needs Stencil's conversion webhook; run with --webhook-service NAMESPACE/NAME (the chart does) or --webhook-url URL"
+    )]
+    NoWebhook {
+        /// The definition.
+        definition: String,
+        /// Where `spec.crd` is written.
+        location: String,
+    },
     /// The CRD was applied but the API server does not serve it yet.
     #[error("CRD {0} is not Established yet")]
     NotEstablished(String),
@@ -64,9 +75,99 @@ pub fn operator_definition_crd() -> CustomResourceDefinition {
     OperatorDefinition::crd()
 }
 
+/// How the API server reaches Stencil's conversion webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Service in the cluster (the chart's), on its port 443.
+    Service {
+        /// The Service's namespace.
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
+    /// A URL, for a Stencil outside the cluster: `https://127.0.0.1:9443`.
+    Url(String),
+}
+
+/// Where the API server sends a CRD's ConversionReviews, and the CA it trusts there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// The webhook's address.
+    pub endpoint: Endpoint,
+    /// The PEM CA bundle that signs the webhook's serving certificate.
+    pub ca_bundle: Vec<u8>,
+}
+
+/// The path under which the webhook converts the objects of CRD `crd`.
+pub fn conversion_path(crd: &str) -> String {
+    format!("/convert/{crd}")
+}
+
+impl Webhook {
+    /// The webhook a live CRD already points at, so an offline comparison keeps it.
+    pub fn of_live(live: &CustomResourceDefinition) -> Option<Webhook> {
+        let config = live
+            .spec
+            .conversion
+            .as_ref()?
+            .webhook
+            .as_ref()?
+            .client_config
+            .as_ref()?;
+        let endpoint = match (&config.url, &config.service) {
+            (Some(url), _) => Endpoint::Url(
+                url.rsplit_once("/convert/")
+                    .map_or(url.as_str(), |(u, _)| u)
+                    .to_string(),
+            ),
+            (None, Some(s)) => Endpoint::Service {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+            },
+            (None, None) => return None,
+        };
+        Some(Webhook {
+            endpoint,
+            ca_bundle: config.ca_bundle.as_ref().map(|b| b.0.clone()).unwrap_or_default(),
+        })
+    }
+
+    fn conversion(&self, crd: &str) -> CustomResourceConversion {
+        let path = conversion_path(crd);
+        let (url, service) = match &self.endpoint {
+            Endpoint::Url(base) => (Some(format!("{}{path}", base.trim_end_matches('/'))), None),
+            Endpoint::Service { namespace, name } => (
+                None,
+                Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path),
+                    port: Some(443),
+                }),
+            ),
+        };
+        CustomResourceConversion {
+            strategy: "Webhook".into(),
+            webhook: Some(WebhookConversion {
+                client_config: Some(WebhookClientConfig {
+                    ca_bundle: Some(ByteString(self.ca_bundle.clone())),
+                    service,
+                    url,
+                }),
+                conversion_review_versions: vec!["v1".into()],
+            }),
+        }
+    }
+}
+
 /// The parent CRD a definition declares, or `None` when it has no `spec.crd`. Every
 /// version gets the status subresource, since Stencil writes parent status through it.
-pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefinition>, CrdError> {
+/// Versions that convert by template point the API server at `webhook`; without one
+/// (offline) the CRD carries no conversion, and Stencil adds it when it installs.
+pub fn parent_crd(
+    def: &CompiledDefinition,
+    webhook: Option<&Webhook>,
+) -> Result<Option<CustomResourceDefinition>, CrdError> {
     let Some(crd) = &def.spec.crd else {
         return Ok(None);
     };
@@ -129,7 +230,9 @@ pub fn parent_crd(def: &CompiledDefinition) -> Result<Option<CustomResourceDefin
             }
             .to_string(),
             versions,
-            conversion: None,
+            conversion: webhook
+                .filter(|_| def.converts())
+                .map(|w| w.conversion(&format!("{}.{}", crd.names.plural, def.parent.group))),
             preserve_unknown_fields: None,
         },
         status: None,
@@ -155,9 +258,10 @@ pub enum Verdict {
 pub fn verdict(
     def: &CompiledDefinition,
     live: Option<&CustomResourceDefinition>,
+    webhook: Option<&Webhook>,
 ) -> Result<Option<(serde_json::Value, Verdict)>, CrdError> {
     use crate::reconcile::diff::{live_contains, live_hash, with_hash};
-    let Some(crd) = parent_crd(def)? else {
+    let Some(crd) = parent_crd(def, webhook)? else {
         return Ok(None);
     };
     let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
@@ -181,15 +285,25 @@ pub fn verdict(
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
 /// Established.
-pub async fn install(client: &kube::Client, def: &CompiledDefinition) -> Result<(), CrdError> {
+pub async fn install(
+    client: &kube::Client,
+    def: &CompiledDefinition,
+    webhook: Option<&Webhook>,
+) -> Result<(), CrdError> {
     use kube::api::{Api, Patch, PatchParams};
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let Some(name) = crd_name(def) else {
         return Ok(());
     };
+    if def.converts() && webhook.is_none() {
+        return Err(CrdError::NoWebhook {
+            definition: def.name.clone(),
+            location: def.crd_location(),
+        });
+    }
     let live = api.get_opt(&name).await.ok().flatten();
-    let Some((desired, verdict)) = verdict(def, live.as_ref())? else {
+    let Some((desired, verdict)) = verdict(def, live.as_ref(), webhook)? else {
         return Ok(());
     };
     match verdict {
@@ -263,14 +377,14 @@ mod tests {
         let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
         assert!(diags.0.is_empty(), "{diags}");
         let def = &defs[0];
-        let (desired, v) = verdict(def, None).unwrap().unwrap();
+        let (desired, v) = verdict(def, None, None).unwrap().unwrap();
         assert_eq!(v, Verdict::Create);
         let mut live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
-        assert_eq!(verdict(def, Some(&live)).unwrap().unwrap().1, Verdict::Unchanged);
+        assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Unchanged);
         if let Some(a) = live.metadata.annotations.as_mut() {
             a.clear();
         }
-        assert_eq!(verdict(def, Some(&live)).unwrap().unwrap().1, Verdict::Update);
+        assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Update);
         let schema = live.spec.versions[2]
             .schema
             .as_mut()
@@ -294,7 +408,7 @@ mod tests {
                     ..Default::default()
                 },
             );
-        let Verdict::Breaking(changes) = verdict(def, Some(&live)).unwrap().unwrap().1 else {
+        let Verdict::Breaking(changes) = verdict(def, Some(&live), None).unwrap().unwrap().1 else {
             panic!("a property the definition drops is breaking")
         };
         assert!(changes[0].contains("v1: .spec.legacy is removed"), "{changes:?}");

@@ -9,7 +9,11 @@
 //! parent: {...}                               # or parentFile: path
 //! observed: [...]                             # objects carrying stencil.dev/child
 //! lookups: [...]
+//! convertTo: v1alpha1                         # instead: the parent converted, and back
 //! ```
+//!
+//! A case with `convertTo` expects `{converted: ...}`, the parent at that version, and
+//! fails when converting it back loses a field.
 //!
 //! In an expected file the string `<any>` matches any value, for output that is random
 //! by design (`random_password`).
@@ -60,6 +64,19 @@ pub enum CaseError {
     /// The render failed.
     #[error("{0}")]
     Render(#[from] render::RenderFailure),
+    /// The conversion failed.
+    #[error("{0}")]
+    Convert(#[from] crate::convert::ConvertError),
+    /// Converting the parent there and back loses fields.
+    #[error("{path}: a round trip through {version} loses {}", fields.join(", "))]
+    Lossy {
+        /// The case file.
+        path: String,
+        /// The version converted to.
+        version: String,
+        /// The paths lost.
+        fields: Vec<String>,
+    },
 }
 
 /// The inputs of a case file.
@@ -77,6 +94,8 @@ struct Case {
     observed: Vec<Value>,
     #[serde(default)]
     lookups: Vec<Value>,
+    #[serde(default)]
+    convert_to: Option<String>,
 }
 
 /// The outcome of one case.
@@ -200,6 +219,17 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
         }
         _ => return Err(input_error("give exactly one of parent and parentFile".into())),
     };
+    if let Some(version) = &case.convert_to {
+        let (converted, lost) = round_trip(def, &parent, version)?;
+        if !lost.is_empty() {
+            return Err(CaseError::Lossy {
+                path: case_path.display().to_string(),
+                version: version.clone(),
+                fields: lost,
+            });
+        }
+        return Ok(serde_json::json!({ "converted": converted }));
+    }
     let observed = split_observed(case.observed, &parent);
     Ok(render_offline(def, &loaded.definitions, &parent, &observed, &case.lookups)?.to_json())
 }
@@ -249,6 +279,23 @@ pub fn render_offline(
         .unwrap_or_default();
     crate::ownership::settle(&mut out, &observed.existing, uid, &def.name);
     Ok(out)
+}
+
+/// `object` converted to `version`, and the fields that converting it back to its own
+/// version would lose (none, when the conversion is lossless).
+pub fn round_trip(
+    def: &CompiledDefinition,
+    object: &Value,
+    version: &str,
+) -> Result<(Value, Vec<String>), crate::convert::ConvertError> {
+    let converted = crate::convert::convert(def, object, version)?;
+    let own = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or("", |(_, v)| v);
+    let back = crate::convert::convert(def, &converted, own)?;
+    Ok((converted, crate::convert::lost_fields(object, &back)))
 }
 
 /// Runs one case against its expected file, or rewrites that file when `update` is set.

@@ -41,3 +41,7 @@ pub const FINALIZER: &str = "stencil.dev/finalizer";
 
 /// Annotation on a definition that lets it force a breaking change of its parent's CRD.
 pub const ALLOW_BREAKING_CHANGES: &str = "stencil.dev/allow-breaking-changes";
+
+/// Annotation on an object converted to a version that cannot hold all of it: the
+/// storage version's `spec` and `status` as JSON, so converting back loses nothing.
+pub const CONVERSION_DATA: &str = "stencil.dev/conversion-data";

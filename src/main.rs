@@ -44,6 +44,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Schema => commands::schema(),
         Command::New(args) => commands::new(&args),
         Command::Diff(args) => Ok(commands::diff(&args)),
+        Command::Convert(args) => commands::convert(&args),
         Command::Argocd { definitions } => commands::argocd(&definitions),
     }
 }
@@ -84,6 +85,26 @@ async fn serve(args: RunArgs) -> Result<()> {
         renew_deadline: args.renew_deadline,
         retry_period: args.retry_period,
     });
+    let namespace = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "default".into());
+    let endpoint = match (&args.webhook_service, &args.webhook_url) {
+        (Some((namespace, name)), _) => Some(stencil::crd::Endpoint::Service {
+            namespace: namespace.clone(),
+            name: name.clone(),
+        }),
+        (None, Some(url)) => Some(stencil::crd::Endpoint::Url(url.clone())),
+        (None, None) => None,
+    };
+    let webhook = endpoint.map(|endpoint| stencil::webhook::Settings {
+        addr: args.webhook_addr,
+        endpoint,
+        certs: match &args.webhook_cert_dir {
+            Some(dir) => stencil::webhook::CertSource::Dir(dir.clone()),
+            None => stencil::webhook::CertSource::Secret {
+                namespace: namespace.clone(),
+                name: args.webhook_secret.clone(),
+            },
+        },
+    });
     let options = stencil::runtime::Options {
         definitions: args.definitions,
         cluster_definitions: !args.no_cluster_definitions,
@@ -92,6 +113,7 @@ async fn serve(args: RunArgs) -> Result<()> {
         metrics_addr: Some(args.metrics_addr),
         leader,
         sync_timeout: args.sync_timeout,
+        webhook,
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

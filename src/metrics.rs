@@ -111,6 +111,10 @@ pub struct Metrics {
     pub template_render_seconds: Family<DefinitionLabel, Histogram, fn() -> Histogram>,
     /// Requests to the API server by method, as client-go's `rest_client_requests_total`.
     pub rest_client_requests_total: Family<MethodLabel, Counter>,
+    /// ConversionReviews answered, by result (`success` or `failure`).
+    pub conversion_reviews_total: Family<ResultLabel, Counter>,
+    /// Time to answer one ConversionReview.
+    pub conversion_review_seconds: Histogram,
     registry: Registry,
 }
 
@@ -141,6 +145,8 @@ impl Metrics {
             apply_skipped_total: Family::default(),
             template_render_seconds: Family::new_with_constructor(seconds),
             rest_client_requests_total: Family::default(),
+            conversion_reviews_total: Family::default(),
+            conversion_review_seconds: seconds(),
             registry: Registry::default(),
         };
         let mut r = Registry::default();
@@ -220,6 +226,16 @@ impl Metrics {
             "rest_client_requests",
             "API server requests by method",
             m.rest_client_requests_total.clone(),
+        );
+        r.register(
+            "stencil_conversion_reviews",
+            "ConversionReviews answered by result",
+            m.conversion_reviews_total.clone(),
+        );
+        r.register(
+            "stencil_conversion_review_seconds",
+            "Time to answer one ConversionReview",
+            m.conversion_review_seconds.clone(),
         );
         Metrics { registry: r, ..m }
     }

@@ -297,7 +297,7 @@ mod tests {
             .unwrap();
             assert_eq!(out.children.len(), 1, "{scope:?}");
             assert_eq!(out.children[0].object["metadata"]["namespace"], "default", "{scope:?}");
-            assert!(crate::crd::parent_crd(&defs[0]).unwrap().is_some());
+            assert!(crate::crd::parent_crd(&defs[0], None).unwrap().is_some());
         }
     }
 }

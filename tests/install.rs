@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestNamespace, client, run_tool, spawn_stencil, token_kubeconfig, wait_for};
+use common::{TestNamespace, client, run_tool, token_kubeconfig, wait_for};
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -52,12 +52,19 @@ async fn the_charts_rbac_is_enough_and_a_missing_rule_is_reported() {
         defs.join("website.yaml"),
     )
     .unwrap();
+    let webhook = common::free_port();
     let args = vec![
         format!("--definitions={}", defs.display()),
         format!("--namespace={}", ns.name),
         "--no-cluster-definitions".to_string(),
+        // The website's v1alpha1 converts: the webhook's certificate goes into the
+        // chart's Secret, which the chart's Role alone lets Stencil keep.
+        format!("--webhook-addr=127.0.0.1:{webhook}"),
+        format!("--webhook-url=https://127.0.0.1:{webhook}"),
+        format!("--webhook-secret={release}-stencil-webhook-cert"),
     ];
-    let stencil = spawn_stencil(&args, &kubeconfig, dir.path().join("stencil.log"));
+    let env = [("POD_NAMESPACE", ns.name.clone())];
+    let stencil = common::spawn_stencil_env(&args, &kubeconfig, dir.path().join("stencil.log"), &env);
 
     let ready = wait_for("/readyz", TIMEOUT, || async {
         stencil.get("/readyz").await.filter(|(s, _)| *s == 200)

@@ -37,7 +37,7 @@ async fn install(client: &Client, crd: &CustomResourceDefinition) {
 async fn install_parent_crds(client: &Client) {
     for def in bundled() {
         // Decorators decorate kinds that exist; they install no CRD.
-        if let Some(crd) = stencil::crd::parent_crd(&def).unwrap() {
+        if let Some(crd) = stencil::crd::parent_crd(&def, None).unwrap() {
             install(client, &crd).await;
         }
     }
@@ -179,31 +179,4 @@ async fn the_database_crd_forbids_a_version_downgrade_and_an_engine_change() {
         assert_eq!(status.code, 422, "{status:?}");
         assert!(status.message.contains(expect), "{}", status.message);
     }
-}
-
-#[tokio::test]
-async fn the_website_crd_serves_every_version() {
-    let client = client().await;
-    install_parent_crds(&client).await;
-    let ns = TestNamespace::new(&client, "site").await;
-    let old = api_for(
-        &client,
-        "examples.stencil.dev/v1alpha1",
-        "Website",
-        "websites",
-        Some(&ns.name),
-    );
-    let site = json!({"apiVersion": "examples.stencil.dev/v1alpha1", "kind": "Website",
-        "metadata": {"name": "s", "namespace": ns.name}, "spec": {"content": {"index.html": "hi"}}});
-    apply(&old, &site).await.unwrap();
-    let v1 = api_for(
-        &client,
-        "examples.stencil.dev/v1",
-        "Website",
-        "websites",
-        Some(&ns.name),
-    );
-    let read = v1.get("s").await.unwrap();
-    assert_eq!(read.types.unwrap().api_version, "examples.stencil.dev/v1");
-    assert_eq!(read.data["spec"]["replicas"], 2);
 }

@@ -161,7 +161,8 @@ async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinit
         .get_opt(&name)
         .await
         .with_context(|| format!("reading CRD {name}"))?;
-    let verdict = stencil::crd::verdict(def, live.as_ref())?;
+    let webhook = live.as_ref().and_then(stencil::crd::Webhook::of_live);
+    let verdict = stencil::crd::verdict(def, live.as_ref(), webhook.as_ref())?;
     Ok(verdict.map(|(_, verdict)| CrdDiff {
         name,
         breaking: match &verdict {

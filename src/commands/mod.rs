@@ -1,5 +1,5 @@
 //! The subcommands other than `run` (`validate`, `render`, `test`, `crd`, `rbac`,
-//! `schema`, `argocd`, `new`, `diff`): each reads its inputs (files, or the cluster for
+//! `schema`, `argocd`, `new`, `diff`, `convert`): each reads its inputs (files, or the cluster for
 //! `diff` and `render --from-cluster`, which never write), calls the library, prints,
 //! and returns the exit code.
 
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::cli::{Format, NewArgs, RbacArgs, RbacFormat, RenderArgs, Scope};
+use crate::cli::{ConvertArgs, Format, NewArgs, RbacArgs, RbacFormat, RenderArgs, Scope};
 use stencil::definition::CrdScope;
 use stencil::golden::{self, Outcome};
 use stencil::source::files;
@@ -202,6 +202,33 @@ fn load_valid(paths: &[PathBuf]) -> Result<files::Loaded> {
     Ok(loaded)
 }
 
+/// `stencil convert`: each object converted to `--to`, and checked to come back whole.
+pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
+    let (_, def) = load_one(&args.definition, args.name.as_deref())?;
+    let objects = if args.objects.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).context("reading stdin")?;
+        yaml::documents::<Value>(&text).map_err(|e| anyhow::anyhow!("<stdin>:{e}"))?
+    } else {
+        read_yaml_stream(&args.objects)?
+    };
+    let mut converted = Vec::new();
+    let mut lossy = false;
+    for object in &objects {
+        let (out, lost) = golden::round_trip(&def, object, &args.to)?;
+        if !lost.is_empty() {
+            lossy = true;
+            eprintln!("lost: converting back from {} loses {}", args.to, lost.join(", "));
+        }
+        converted.push(out);
+    }
+    match args.output {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&converted)?),
+        Format::Yaml => print!("{}", yaml::to_stream(&converted)?),
+    }
+    Ok(if lossy { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
 pub fn crd(definitions: &[PathBuf]) -> Result<ExitCode> {
     if definitions.is_empty() {
         print!(
@@ -213,7 +240,7 @@ pub fn crd(definitions: &[PathBuf]) -> Result<ExitCode> {
     let loaded = load_valid(definitions)?;
     let mut crds = Vec::new();
     for def in &loaded.definitions {
-        if let Some(c) = crd::parent_crd(def)? {
+        if let Some(c) = crd::parent_crd(def, None)? {
             crds.push(serde_json::to_value(c)?);
         }
     }

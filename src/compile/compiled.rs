@@ -168,6 +168,21 @@ impl CompiledDefinition {
         })
     }
 
+    /// The CRD's storage version, the hub every conversion passes through.
+    pub fn storage_version(&self) -> Option<&str> {
+        let crd = self.spec.crd.as_ref()?;
+        crd.versions.iter().find(|v| v.storage).map(|v| v.name.as_str())
+    }
+
+    /// Whether the CRD's versions differ, so the API server needs Stencil's conversion
+    /// webhook to convert between them.
+    pub fn converts(&self) -> bool {
+        self.spec
+            .crd
+            .as_ref()
+            .is_some_and(|c| c.versions.iter().any(|v| v.conversion.is_some()))
+    }
+
     /// Every lookup's kind, without repeats.
     pub fn lookup_kinds(&self) -> Vec<Gvk> {
         let mut all: Vec<Gvk> = Vec::new();

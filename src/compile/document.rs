@@ -34,6 +34,9 @@ pub(crate) enum Field {
     Condition(usize),
     StatusTemplate,
     FinalizeUntil,
+    /// A CRD version's conversion template: the version's index, and `toStorage` (true)
+    /// or `fromStorage`.
+    Conversion(usize, bool),
 }
 
 impl Field {
@@ -74,6 +77,18 @@ impl Field {
             Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
             Field::StatusTemplate => "status.template".into(),
             Field::FinalizeUntil => "finalize.until".into(),
+            Field::Conversion(i, to) => {
+                let version = spec
+                    .crd
+                    .as_ref()
+                    .and_then(|c| c.versions.get(*i))
+                    .map_or_else(|| i.to_string(), |v| v.name.clone());
+                if *to {
+                    format!("spec.{}", super::names::to_storage(&version))
+                } else {
+                    format!("spec.{}", super::names::from_storage(&version))
+                }
+            }
         })
     }
 }
@@ -109,10 +124,18 @@ impl Locator {
                 .or_else(|| s.finalize.children.get(*i - s.children.len()))
         };
         let lookup = |i: &usize| s.lookups.get(*i);
+        let version = |i: &usize| s.crd.as_ref().and_then(|c| c.value.versions.get(*i));
         let at: Option<&Spanned<Value>> = match field {
             Field::Definition => self.spans.metadata.as_ref(),
             Field::Parent => s.parent.as_ref(),
-            Field::Crd => s.crd.as_ref(),
+            Field::Crd => {
+                return match &s.crd {
+                    Some(span) if !self.text.is_empty() => {
+                        Origin::of_scalar(&self.file, &self.text, span.referenced.line(), span.referenced.column())
+                    }
+                    _ => self.origin(&Field::Definition),
+                };
+            }
             Field::Decorate => s.decorate.as_ref(),
             Field::AllowedNamespaces => s.allowed_namespaces.as_ref(),
             Field::ResyncSeconds => s.resync_seconds.as_ref(),
@@ -128,6 +151,8 @@ impl Locator {
             Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
             Field::StatusTemplate => s.status.template.as_ref(),
             Field::FinalizeUntil => s.finalize.until.as_ref(),
+            Field::Conversion(i, true) => version(i).and_then(|v| v.conversion.to_storage.as_ref()),
+            Field::Conversion(i, false) => version(i).and_then(|v| v.conversion.from_storage.as_ref()),
         };
         match at.or(self.spans.metadata.as_ref()) {
             Some(span) if !self.text.is_empty() => {
@@ -163,7 +188,7 @@ struct SpanDoc {
 #[serde(rename_all = "camelCase", default)]
 struct SpanSpec {
     parent: Option<Spanned<Value>>,
-    crd: Option<Spanned<Value>>,
+    crd: Option<Spanned<SpanCrd>>,
     decorate: Option<Spanned<Value>>,
     allowed_namespaces: Option<Spanned<Value>>,
     resync_seconds: Option<Spanned<Value>>,
@@ -171,6 +196,25 @@ struct SpanSpec {
     lookups: Vec<SpanLookup>,
     status: SpanStatus,
     finalize: SpanFinalize,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanCrd {
+    versions: Vec<SpanVersion>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanVersion {
+    conversion: SpanConversion,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(rename_all = "camelCase", default)]
+struct SpanConversion {
+    to_storage: Option<Spanned<Value>>,
+    from_storage: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

@@ -204,6 +204,14 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     if let Some(status) = &spec.status.template {
         template(names::STATUS.to_string(), status, Field::StatusTemplate, &mut report);
     }
+    for (i, version) in spec.crd.iter().flat_map(|c| c.versions.iter()).enumerate() {
+        if let Some(conversion) = &version.conversion {
+            let to = names::to_storage(&version.name);
+            template(to, &conversion.to_storage, Field::Conversion(i, true), &mut report);
+            let from = names::from_storage(&version.name);
+            template(from, &conversion.from_storage, Field::Conversion(i, false), &mut report);
+        }
+    }
 
     let rule = |source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
         match Rule::compile(source) {

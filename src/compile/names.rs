@@ -20,5 +20,13 @@ pub fn lookup_namespace(name: &str) -> String {
 pub fn lookup_selector(name: &str, path: &str) -> String {
     format!("lookups[{name}].selector.{path}")
 }
+/// The `toStorage` conversion template of CRD version `version`.
+pub fn to_storage(version: &str) -> String {
+    format!("crd.versions[{version}].conversion.toStorage")
+}
+/// The `fromStorage` conversion template of CRD version `version`.
+pub fn from_storage(version: &str) -> String {
+    format!("crd.versions[{version}].conversion.fromStorage")
+}
 /// The status template.
 pub const STATUS: &str = "status.template";

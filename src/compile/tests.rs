@@ -400,7 +400,7 @@ fn a_scale_subresource_takes_simple_paths_under_spec_and_status() {
     };
     let (defs, diags) = compile_file("w.yaml", &crd(".spec.replicas", ".status.replicas"));
     assert!(diags.0.is_empty(), "{diags}");
-    let generated = crate::crd::parent_crd(&defs[0]).unwrap().unwrap();
+    let generated = crate::crd::parent_crd(&defs[0], None).unwrap().unwrap();
     let scale = generated.spec.versions[0]
         .subresources
         .as_ref()
@@ -413,4 +413,45 @@ fn a_scale_subresource_takes_simple_paths_under_spec_and_status() {
     assert!(d.to_string().contains("specReplicasPath"), "{d}");
     let d = one_error(&crd(".spec.replicas", ".status.items[0]"));
     assert!(d.to_string().contains("statusReplicasPath"), "{d}");
+}
+
+fn two_versions(old: &str) -> String {
+    GOOD.replace(
+        "  children:",
+        &format!(
+            "  crd:\n    names: {{plural: widgets}}\n    versions:\n      - name: v1\n        storage: true\n        schema:\n          openAPIV3Schema: {{type: object, properties: {{spec: {{type: object}}}}}}\n      - name: v1alpha1\n        schema:\n          openAPIV3Schema: {{type: object}}\n{old}  children:"
+        ),
+    )
+}
+
+#[test]
+fn versions_that_differ_need_conversion_templates_checked_where_they_are_written() {
+    let d = one_error(&two_versions(""));
+    assert!(d.to_string().contains("versions[v1alpha1].schema differs"), "{d}");
+    let good =
+        two_versions("        conversion:\n          toStorage: 'spec: {}'\n          fromStorage: 'spec: {}'\n");
+    let (defs, diags) = compile_file("w.yaml", &good);
+    assert!(diags.0.is_empty(), "{diags}");
+    assert!(defs[0].converts());
+    assert_eq!(defs[0].storage_version(), Some("v1"));
+    let broken = two_versions(
+        "        conversion:\n          toStorage: 'spec: {{ object.spec'\n          fromStorage: 'spec: {}'\n",
+    );
+    let d = one_error(&broken);
+    assert_eq!(
+        d.field.as_deref(),
+        Some("spec.crd.versions[v1alpha1].conversion.toStorage")
+    );
+    let line = broken.lines().position(|l| l.contains("toStorage")).unwrap() + 1;
+    assert_eq!(d.line as usize, line, "{d}");
+}
+
+#[test]
+fn the_storage_version_takes_no_conversion() {
+    let text = two_versions("        conversion: {toStorage: 'spec: {}', fromStorage: 'spec: {}'}\n").replace(
+        "        storage: true\n",
+        "        storage: true\n        conversion: {toStorage: 'spec: {}', fromStorage: 'spec: {}'}\n",
+    );
+    let d = one_error(&text);
+    assert!(d.to_string().contains("is the storage version"), "{d}");
 }

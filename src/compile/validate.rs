@@ -324,6 +324,9 @@ fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
             storage.len()
         ));
     }
+    if let [hub] = storage.as_slice() {
+        problems.extend(conversion_problems(crd, hub));
+    }
     match crd.versions.iter().find(|v| v.name == parent.version) {
         None => problems.push(format!(
             "the parent's version {} is not among the CRD's versions",
@@ -334,6 +337,31 @@ fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
     }
     if crd.scope == CrdScope::Cluster && crd.names.plural == "namespaces" {
         problems.push("a cluster-scoped kind cannot be called namespaces".to_string());
+    }
+    problems
+}
+
+/// Which versions need conversion templates and which may not have them: the storage
+/// version is the hub, and any other version whose schema differs from it converts.
+fn conversion_problems(crd: &crate::definition::CrdSpec, hub: &str) -> Vec<String> {
+    let Some(hub_version) = crd.versions.iter().find(|v| v.name == hub) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    for v in &crd.versions {
+        if v.name == hub {
+            if v.conversion.is_some() {
+                problems.push(format!(
+                    "versions[{}] is the storage version, which others convert to and from; it takes no conversion",
+                    v.name
+                ));
+            }
+        } else if v.conversion.is_none() && v.schema != hub_version.schema {
+            problems.push(format!(
+                "versions[{}].schema differs from the storage version {hub}'s; give it conversion.toStorage and conversion.fromStorage templates, or the same schema",
+                v.name
+            ));
+        }
     }
     problems
 }

@@ -162,6 +162,26 @@ pub struct CrdVersion {
     /// written by a status rule) and an optional `labelSelectorPath`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<CustomResourceSubresourceScale>,
+    /// How an object of this version converts to the storage version and back, for a
+    /// version whose schema differs from the storage version's. The storage version has
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion: Option<VersionConversion>,
+}
+
+/// The two templates that convert one version to and from the storage version (the hub).
+/// Each renders over `object` a mapping with `spec` and, optionally, `status`;
+/// `metadata` is carried over by Stencil. A field the other version cannot hold survives
+/// a round trip through it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VersionConversion {
+    /// A template over `object` (an object of this version) that renders the storage
+    /// version's `spec` (and `status`).
+    pub to_storage: String,
+    /// A template over `object` (an object of the storage version) that renders this
+    /// version's `spec` (and `status`).
+    pub from_storage: String,
 }
 
 /// A CRD version's schema.

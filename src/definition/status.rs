@@ -26,6 +26,13 @@ pub struct OperatorDefinitionStatus {
     /// A decorator's first few decorated objects that are not ready, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failing_parents: Vec<FailingParent>,
+    /// The versions the parent CRD may hold objects at (its `status.storedVersions`);
+    /// after a storage-version migration, only the storage version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stored_versions: Vec<String>,
+    /// Objects rewritten by the last storage-version migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrated_objects: Option<i64>,
     /// The last compile or reconcile error, with its location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

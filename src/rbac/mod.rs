@@ -203,6 +203,8 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         }
         if let Some(crd) = &def.spec.crd {
             crd_names.push(format!("{}.{}", crd.names.plural, def.parent.group));
+            // A storage-version migration rewrites every parent with a no-op update.
+            grant(&def.parent, &parent, &["update"], &[]);
         }
     }
     if !crd_names.is_empty() {
@@ -214,6 +216,12 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
             "apiextensions.k8s.io",
             "customresourcedefinitions",
             &["get", "patch"],
+            &crd_names,
+        );
+        needs.cluster.grant(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions/status",
+            &["patch"],
             &crd_names,
         );
     }

@@ -53,6 +53,13 @@ pub enum Report {
         /// before it serves.
         refused: Option<String>,
     },
+    /// Where the storage-version migration of the definition's CRD stands.
+    Migration(crate::migrate::Progress),
+    /// The storage-version migration failed; it is retried when the definition restarts.
+    MigrationFailed {
+        /// Why.
+        message: String,
+    },
     /// The definition is gone: forget it.
     Removed,
 }
@@ -137,6 +144,33 @@ impl Report {
                     }
                 }
             }
+            Report::Migration(progress) => {
+                status["storedVersions"] = json!(progress.stored_versions);
+                status["migratedObjects"] = json!(progress.migrated);
+                let done = progress.stored_versions.len() <= 1;
+                let message = if done {
+                    format!("every object is stored at {}", progress.stored_versions.join(", "))
+                } else {
+                    format!(
+                        "rewriting objects stored at {}: {} so far",
+                        progress.stored_versions.join(", "),
+                        progress.migrated
+                    )
+                };
+                let reason = if done { "Migrated" } else { "Migrating" };
+                set(
+                    &mut conditions,
+                    condition("StorageMigrated", done, reason, &message, None),
+                );
+                None
+            }
+            Report::MigrationFailed { message } => {
+                set(
+                    &mut conditions,
+                    condition("StorageMigrated", false, "MigrationFailed", message, None),
+                );
+                Some(Some(message.clone()))
+            }
             Report::Removed => None,
         };
         status["conditions"] = Value::Array(conditions);
@@ -157,7 +191,8 @@ impl Report {
             Report::Conflict { message } => tracing::warn!(definition = %origin, "conflict: {message}"),
             Report::Waiting { message, .. } => tracing::info!(definition = %origin, "waiting: {message}"),
             Report::Serving { problem: Some(p), .. } => tracing::warn!(definition = %origin, "{p}"),
-            Report::Compiled | Report::Serving { problem: None, .. } | Report::Removed => {}
+            Report::MigrationFailed { message } => tracing::warn!(definition = %origin, "{message}"),
+            Report::Compiled | Report::Serving { problem: None, .. } | Report::Migration(_) | Report::Removed => {}
         }
     }
 }

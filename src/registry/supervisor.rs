@@ -44,6 +44,8 @@ pub struct Shell {
     pub metrics: Arc<Metrics>,
     /// Where status reports go.
     pub reports: Reports,
+    /// The conversion webhook CRDs point at, when this process serves one.
+    pub webhook: Option<crate::crd::Webhook>,
 }
 
 /// Runs the effects.
@@ -181,7 +183,7 @@ async fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let installed = until_ready(&shell, &origin, &stop, || async {
-        match crate::crd::install(&shell.client, &def).await {
+        match crate::crd::install(&shell.client, &def, shell.webhook.as_ref()).await {
             Ok(()) => Ok(None),
             Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok(Some(e.to_string())),
             Err(e) => Err(("Waiting", e.to_string())),
@@ -205,6 +207,16 @@ async fn serve(
         }
         (None, _) => def,
     };
+    let _migration = refused.is_none().then(|| {
+        let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
+        crate::tasks::Owned::spawn(async move {
+            let progress = |p| reports.send(&origin, Report::Migration(p));
+            if let Err(e) = crate::migrate::run(&client, &def, progress).await {
+                let message = e.to_string();
+                reports.send(&origin, Report::MigrationFailed { message });
+            }
+        })
+    });
     let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
         return;
     };

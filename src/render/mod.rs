@@ -267,6 +267,18 @@ impl ParentInfo<'_> {
     }
 }
 
+/// Renders the definition's template `name` (whose text is `source`) over `ctx`, for
+/// `object`, with errors placed in the definition's file.
+pub(crate) fn render_named(
+    def: &CompiledDefinition,
+    object: &Value,
+    name: &str,
+    source: &str,
+    ctx: &JinjaValue,
+) -> Result<String, RenderError> {
+    ParentInfo::new(def, object).render_template(name, source, ctx)
+}
+
 fn definition_value(def: &CompiledDefinition) -> Value {
     json!({"name": def.name, "parent": {"apiVersion": def.spec.parent.api_version, "kind": def.spec.parent.kind}})
 }

@@ -37,8 +37,9 @@ fn counting(
     })
 }
 
-/// The client for the leader election: counted, never fenced.
-pub(super) fn election(
+/// The client for the leader election and the webhook's certificate, which standbys need
+/// too: counted, never fenced.
+pub(super) fn unfenced(
     config: &kube::Config,
     metrics: Arc<Metrics>,
     observer: Option<Observer>,

@@ -18,6 +18,7 @@ use crate::registry::supervisor::Shell;
 use crate::registry::{Registry, status};
 use crate::source::{cluster, files};
 use crate::watch::Watches;
+use crate::webhook::{self, Conversions};
 
 /// How `stencil run` is configured.
 #[derive(Debug, Clone)]
@@ -36,6 +37,9 @@ pub struct Options {
     pub leader: Option<leader::Settings>,
     /// How long a watch's first list may take before the definition reports it.
     pub sync_timeout: Duration,
+    /// The conversion webhook; none serves none, and a definition whose versions convert
+    /// then reports that it needs one.
+    pub webhook: Option<crate::webhook::Settings>,
 }
 
 impl Default for Options {
@@ -48,6 +52,7 @@ impl Default for Options {
             metrics_addr: None,
             leader: None,
             sync_timeout: Duration::from_secs(10),
+            webhook: None,
         }
     }
 }
@@ -67,6 +72,9 @@ pub enum RuntimeError {
     /// Leader election failed.
     #[error(transparent)]
     Election(#[from] ElectionError),
+    /// The conversion webhook cannot serve.
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
     /// A fault-injection setting is wrong.
     #[error("{0}")]
     Fault(String),
@@ -118,17 +126,32 @@ impl Runtime {
             let bound = http::serve(addr, health.clone(), metrics.clone()).await?;
             tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
         }
+        let unfenced = client::unfenced(&config, metrics.clone(), observer.clone())?;
+        let conversions = Conversions::new();
+        // Every replica converts, so the webhook starts before the wait for the Lease.
+        let served = match &options.webhook {
+            Some(settings) => Some(webhook::start(&unfenced, settings, conversions.clone(), metrics.clone()).await?),
+            None => None,
+        };
         let mut election = match &options.leader {
-            Some(settings) => {
-                let client = client::election(&config, metrics.clone(), observer.clone())?;
-                Some(Election::start(client, settings, &metrics).await?)
-            }
+            Some(settings) => Some(Election::start(unfenced, settings, &metrics).await?),
             None => None,
         };
         let fence = election.as_ref().map_or_else(|| Fence::open(&metrics), Election::fence);
         let client = client::fenced(&config, metrics.clone(), observer, fence.clone())?;
 
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut sources) = tokio::sync::mpsc::unbounded_channel();
+        let (forward, rx) = tokio::sync::mpsc::unbounded_channel();
+        // The webhook's table follows the sources at once; the registry takes the same
+        // events once this process leads.
+        let _tee = crate::tasks::Owned::spawn(async move {
+            while let Some(event) = sources.recv().await {
+                conversions.observe(&event);
+                if forward.send(event).is_err() {
+                    break;
+                }
+            }
+        });
         let _file_watch = if options.definitions.is_empty() {
             None
         } else {
@@ -175,6 +198,7 @@ impl Runtime {
             concurrency: options.concurrency,
             metrics,
             reports,
+            webhook: served.as_ref().map(|s| s.webhook.clone()),
         };
         let mut registry = Registry::new(shell);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");

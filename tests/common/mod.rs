@@ -173,6 +173,29 @@ impl Stencil {
 
 /// Starts Stencil on definition files and, with `cluster`, on OperatorDefinition resources.
 pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) -> Stencil {
+    start_stencil_with(definitions, cluster, None).await
+}
+
+/// The conversion webhook on a free loopback port, its certificate generated into Secret
+/// `secret` of namespace `namespace`.
+pub fn loopback_webhook(namespace: &str, secret: &str) -> stencil::webhook::Settings {
+    let port = free_port();
+    stencil::webhook::Settings {
+        addr: ([127, 0, 0, 1], port).into(),
+        endpoint: stencil::crd::Endpoint::Url(format!("https://127.0.0.1:{port}")),
+        certs: stencil::webhook::CertSource::Secret {
+            namespace: namespace.to_string(),
+            name: secret.to_string(),
+        },
+    }
+}
+
+/// [`start_stencil`] serving the conversion webhook with `webhook`.
+pub async fn start_stencil_with(
+    definitions: &[std::path::PathBuf],
+    cluster: bool,
+    webhook: Option<stencil::webhook::Settings>,
+) -> Stencil {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "stencil=info".into()))
@@ -189,6 +212,7 @@ pub async fn start_stencil(definitions: &[std::path::PathBuf], cluster: bool) ->
         definitions: definitions.to_vec(),
         cluster_definitions: cluster,
         concurrency: 4,
+        webhook,
         ..Default::default()
     };
     let runtime = stencil::runtime::Runtime::new(config, options).observe(std::sync::Arc::new(move |method, path| {

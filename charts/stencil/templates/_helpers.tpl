@@ -52,3 +52,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [leases]
   verbs: [get, list, watch, create, update, patch]
 {{- end -}}
+
+{{- define "stencil.certManager" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.certManager.enabled -}}true{{- end -}}
+{{- end -}}

@@ -57,6 +57,7 @@ fn names(effects: &[Effect]) -> Vec<String> {
                     Report::Conflict { .. } => "conflict",
                     Report::Waiting { .. } => "waiting",
                     Report::Serving { .. } => "serving",
+                    Report::Migration(_) | Report::MigrationFailed { .. } => "migration",
                     Report::Removed => "removed",
                 }
             ),

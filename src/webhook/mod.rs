@@ -1,0 +1,240 @@
+//! The conversion webhook: `ConversionReview`s over HTTPS at `/convert/<crd>`, answered
+//! from the definitions this process has loaded. Every replica serves it, leader or not,
+//! so conversion does not stop during a failover. Its certificate is reloaded when the
+//! files of `--webhook-cert-dir`, or the Secret that keeps the generated one, change.
+
+mod certs;
+mod review;
+mod table;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::routing::post;
+use axum_server::tls_rustls::RustlsConfig;
+
+pub use certs::{CertError, Certificates};
+pub use review::{answer, succeeded};
+pub use table::Conversions;
+
+use crate::crd::{Endpoint, Webhook};
+use crate::metrics::{Metrics, ResultLabel};
+use crate::tasks::Owned;
+
+/// Where the certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertSource {
+    /// `tls.crt`, `tls.key` and optionally `ca.crt` in a directory, reloaded on change.
+    Dir(PathBuf),
+    /// Generated once and kept in this Secret.
+    Secret {
+        /// The Secret's namespace (Stencil's own).
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+    },
+}
+
+/// How `stencil run` serves the webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The address to listen on.
+    pub addr: SocketAddr,
+    /// How the API server reaches it.
+    pub endpoint: Endpoint,
+    /// Where its certificate comes from.
+    pub certs: CertSource,
+}
+
+/// Why the webhook cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The certificate cannot be had.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// The address cannot be bound.
+    #[error("binding the webhook to {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The certificate directory cannot be watched.
+    #[error("watching --webhook-cert-dir: {0}")]
+    Watch(#[from] notify::Error),
+}
+
+/// A serving webhook: where it listens, what CRDs should point at, and the tasks that
+/// serve it and reload its certificate (stopped when this is dropped).
+pub struct Served {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The endpoint and CA bundle for the CRDs Stencil installs.
+    pub webhook: Webhook,
+    _server: Owned<()>,
+    /// The file watch or the Secret watch, whichever reloads the certificate.
+    _reload: Box<dyn std::any::Any + Send>,
+}
+
+#[derive(Clone)]
+struct App {
+    conversions: Conversions,
+    metrics: Arc<Metrics>,
+}
+
+/// Gets the certificate, binds `settings.addr` and serves ConversionReviews from
+/// `conversions`. `client` reads and writes the certificate's Secret; it must not be
+/// fenced, since standbys serve too.
+pub async fn start(
+    client: &kube::Client,
+    settings: &Settings,
+    conversions: Conversions,
+    metrics: Arc<Metrics>,
+) -> Result<Served, WebhookError> {
+    let hosts = certs::hosts(&settings.endpoint);
+    let (initial, what) = match &settings.certs {
+        CertSource::Dir(dir) => (certs::read_dir(dir)?, dir.display().to_string()),
+        CertSource::Secret { namespace, name } => (
+            certs::from_secret(client, namespace, name, &hosts).await?,
+            format!("Secret {namespace}/{name}"),
+        ),
+    };
+    let tls = RustlsConfig::from_config(certs::server_config(&initial, &what)?);
+    let reload: Box<dyn std::any::Any + Send> = match &settings.certs {
+        CertSource::Dir(dir) => Box::new(watch_dir(dir.clone(), tls.clone())?),
+        CertSource::Secret { namespace, name } => Box::new(Owned::spawn(watch_secret(
+            client.clone(),
+            namespace.clone(),
+            name.clone(),
+            hosts,
+            tls.clone(),
+        ))),
+    };
+    let listener = std::net::TcpListener::bind(settings.addr).map_err(|source| WebhookError::Bind {
+        addr: settings.addr,
+        source,
+    })?;
+    let bind_error = |source| WebhookError::Bind {
+        addr: settings.addr,
+        source,
+    };
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    let app = Router::new()
+        .route("/convert/{crd}", post(convert))
+        .with_state(App { conversions, metrics });
+    let server = axum_server::from_tcp_rustls(listener, tls).map_err(bind_error)?;
+    let server = Owned::spawn(async move {
+        if let Err(e) = server.serve(app.into_make_service()).await {
+            tracing::error!(error = %e, "the conversion webhook stopped");
+        }
+    });
+    tracing::info!(%addr, endpoint = ?settings.endpoint, "serving the conversion webhook");
+    Ok(Served {
+        addr,
+        webhook: Webhook {
+            endpoint: settings.endpoint.clone(),
+            ca_bundle: initial.ca,
+        },
+        _server: server,
+        _reload: reload,
+    })
+}
+
+/// One ConversionReview, converted on the blocking pool: templates may run long.
+async fn convert(State(app): State<App>, Path(crd): Path<String>, body: Bytes) -> impl axum::response::IntoResponse {
+    let started = std::time::Instant::now();
+    let def = app.conversions.get(&crd);
+    let review = tokio::task::spawn_blocking(move || answer(&crd, def.as_deref(), &body))
+        .await
+        .map_or_else(
+            |e| {
+                serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "response": {"uid": "", "result": {"status": "Failure", "message": format!("conversion failed: {e}")}}})
+            },
+            |review| {
+                let result = if succeeded(&review) { "success" } else { "failure" };
+                app.metrics
+                    .conversion_reviews_total
+                    .get_or_create(&ResultLabel { result: result.into() })
+                    .inc();
+                serde_json::to_value(review).unwrap_or_default()
+            },
+        );
+    app.metrics
+        .conversion_review_seconds
+        .observe(started.elapsed().as_secs_f64());
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        serde_json::to_vec(&review).unwrap_or_default(),
+    )
+}
+
+/// Reloads the certificate when a file in `dir` changes (a Secret volume's `..data`
+/// swap included); a broken update keeps the last good certificate.
+fn watch_dir(
+    dir: PathBuf,
+    tls: RustlsConfig,
+) -> Result<
+    notify_debouncer_full::Debouncer<notify::RecommendedWatcher, notify_debouncer_full::RecommendedCache>,
+    WebhookError,
+> {
+    let watched = dir.clone();
+    let what = dir.display().to_string();
+    let mut debouncer = notify_debouncer_full::new_debouncer(
+        std::time::Duration::from_millis(500),
+        None,
+        move |_: notify_debouncer_full::DebounceEventResult| match certs::read_dir(&dir)
+            .and_then(|c| certs::server_config(&c, &what))
+        {
+            Ok(config) => {
+                tls.reload_from_config(config);
+                tracing::info!(dir = %what, "reloaded the webhook certificate");
+            }
+            Err(e) => tracing::warn!(error = %e, "keeping the last webhook certificate"),
+        },
+    )?;
+    debouncer.watch(&watched, notify::RecursiveMode::NonRecursive)?;
+    Ok(debouncer)
+}
+
+/// Reloads the certificate when another replica remakes the Secret.
+async fn watch_secret(client: kube::Client, namespace: String, name: String, hosts: Vec<String>, tls: RustlsConfig) {
+    use futures::StreamExt as _;
+    use kube::runtime::{WatchStreamExt as _, watcher};
+    let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    let mut current = None;
+    while let Some(event) = events.next().await {
+        let secret = match event {
+            Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => s,
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "watching the webhook certificate's Secret");
+                continue;
+            }
+        };
+        let Some(certs) = certs::stored(&secret, &hosts) else {
+            continue;
+        };
+        if current.as_ref() == Some(&certs) {
+            continue;
+        }
+        match certs::server_config(&certs, &format!("Secret {namespace}/{name}")) {
+            Ok(config) => {
+                if current.is_some() {
+                    tracing::info!(namespace, name, "reloaded the webhook certificate");
+                }
+                tls.reload_from_config(config);
+                current = Some(certs);
+            }
+            Err(e) => tracing::warn!(error = %e, "keeping the last webhook certificate"),
+        }
+    }
+}

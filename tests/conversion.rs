@@ -1,0 +1,242 @@
+//! The conversion webhook on the rig: the bundled website's v1alpha1 (its own schema,
+//! converted by templates) read as v1 and back with nothing lost, a storage-version
+//! switch that migrates every object and prunes `storedVersions`, and a webhook that
+//! keeps answering while the leader is killed.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{TestNamespace, client, free_port, spawn_stencil_env, unique_group, wait_established, wait_for};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt as _;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The bundled website definition, in a group of its own so that tests do not share
+/// its CRD.
+fn website(group: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml"))
+        .unwrap()
+        .replace("examples.stencil.dev", group);
+    let path = dir.join("website.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn sites(client: &kube::Client, group: &str, version: &str, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, "Website"), "websites");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).unwrap()
+}
+
+#[tokio::test]
+async fn an_old_version_is_read_as_the_new_and_back_with_nothing_lost() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "convert").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let webhook = common::loopback_webhook(&ns.name, "webhook-cert");
+    let _stencil = common::start_stencil_with(&[website(&group, dir.path())], false, Some(webhook)).await;
+    let crd_name = format!("websites.{group}");
+    wait_established(&client, &crd_name).await;
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(&crd_name)
+        .await
+        .unwrap();
+    let conversion = crd.spec.conversion.unwrap();
+    assert_eq!(conversion.strategy, "Webhook");
+    let config = conversion.webhook.unwrap().client_config.unwrap();
+    assert!(config.url.unwrap().ends_with(&format!("/convert/{crd_name}")));
+    assert!(!config.ca_bundle.unwrap().0.is_empty(), "the generated CA is injected");
+
+    let old = sites(&client, &group, "v1alpha1", &ns.name);
+    let new = sites(&client, &group, "v1", &ns.name);
+
+    // Written at v1alpha1, read at v1.
+    let written = object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
+        "metadata": {"name": "blog", "namespace": ns.name},
+        "spec": {"content": {"index.html": "hi"}, "hostname": "blog.example.com", "tls": {"secretName": "blog-tls"}}}));
+    common::create_when_served(&old, &written).await;
+    let read = new.get("blog").await.unwrap();
+    assert_eq!(read.data["spec"]["domain"], "blog.example.com");
+    assert_eq!(read.data["spec"]["tlsSecretName"], "blog-tls");
+    assert_eq!(
+        read.data["spec"]["replicas"], 2,
+        "v1's default applies to what v1alpha1 wrote"
+    );
+
+    // Written at v1 with a field v1alpha1 cannot hold, read and patched through v1alpha1.
+    let full = object(json!({"apiVersion": format!("{group}/v1"), "kind": "Website",
+        "metadata": {"name": "docs", "namespace": ns.name},
+        "spec": {"content": {"index.html": "hi"}, "domain": "docs.example.com",
+                 "ingressClassName": "nginx", "tlsSecretName": "docs-tls", "replicas": 3}}));
+    new.create(&PostParams::default(), &full).await.unwrap();
+    let seen = old.get("docs").await.unwrap();
+    assert_eq!(seen.data["spec"]["hostname"], "docs.example.com");
+    assert_eq!(seen.data["spec"]["tls"]["secretName"], "docs-tls");
+    assert!(seen.data["spec"].get("ingressClassName").is_none(), "{:?}", seen.data);
+    let label = json!({"metadata": {"labels": {"tier": "web"}}});
+    old.patch("docs", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let back = new.get("docs").await.unwrap();
+    assert_eq!(back.data["spec"]["ingressClassName"], "nginx", "{:?}", back.data);
+    assert_eq!(back.data["spec"]["replicas"], 3);
+    assert_eq!(back.labels().get("tier").map(String::as_str), Some("web"));
+    assert!(
+        !back.annotations().contains_key("stencil.dev/conversion-data"),
+        "the storage version carries no conversion annotation"
+    );
+
+    // A change made through v1alpha1 wins over what v1 held.
+    let rename = json!({"spec": {"hostname": "www.example.com"}});
+    old.patch("docs", &PatchParams::default(), &Patch::Merge(&rename))
+        .await
+        .unwrap();
+    let renamed = new.get("docs").await.unwrap();
+    assert_eq!(renamed.data["spec"]["domain"], "www.example.com");
+    assert_eq!(renamed.data["spec"]["ingressClassName"], "nginx");
+    assert_eq!(old.list(&Default::default()).await.unwrap().items.len(), 2);
+}
+
+/// A two-version definition whose versions share a schema, storing at `storage`.
+fn widgets(group: &str, storage: &str, versions: &[&str]) -> String {
+    let versions: String = versions
+        .iter()
+        .map(|v| {
+            format!(
+                "      - name: {v}\n        storage: {}\n        schema:\n          openAPIV3Schema:\n            type: object\n            properties:\n              spec: {{type: object, properties: {{size: {{type: integer}}}}}}\n              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n",
+                *v == storage
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: widgets.{group}\nspec:\n  parent:\n    apiVersion: {group}/{storage}\n    kind: Widget\n  crd:\n    names: {{plural: widgets}}\n    versions:\n{versions}  children:\n    - name: cm\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: {{{{ parent.metadata.name }}}}\n        data:\n          size: {{{{ parent.spec.size | string | quote }}}}\n"
+    )
+}
+
+#[tokio::test]
+async fn a_storage_version_switch_migrates_every_object_and_prunes_stored_versions() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "migrate").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("widgets.yaml");
+    std::fs::write(&file, widgets(&group, "v1", &["v1", "v2"])).unwrap();
+    let _stencil = common::start_stencil(&[dir.path().to_path_buf()], false).await;
+    let crd_name = format!("widgets.{group}");
+    wait_established(&client, &crd_name).await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let v1: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    for i in 0..5 {
+        let w = object(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+            "metadata": {"name": format!("w{i}"), "namespace": ns.name}, "spec": {"size": i}}));
+        common::create_when_served(&v1, &w).await;
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let stored = |c: &CustomResourceDefinition| c.status.as_ref().and_then(|s| s.stored_versions.clone());
+    assert_eq!(
+        stored(&crds.get(&crd_name).await.unwrap()),
+        Some(vec!["v1".to_string()])
+    );
+
+    std::fs::write(&file, widgets(&group, "v2", &["v1", "v2"])).unwrap();
+    wait_for("storedVersions to be pruned to v2", TIMEOUT, || async {
+        let crd = crds.get(&crd_name).await.ok()?;
+        let storage = crd.spec.versions.iter().find(|v| v.storage)?.name.clone();
+        (storage == "v2" && stored(&crd) == Some(vec!["v2".to_string()])).then_some(())
+    })
+    .await;
+
+    // Nothing is stored at v1 any more, so dropping it is not a breaking change.
+    std::fs::write(&file, widgets(&group, "v2", &["v2"])).unwrap();
+    wait_for("v1 to be dropped from the CRD", TIMEOUT, || async {
+        let crd = crds.get(&crd_name).await.ok()?;
+        (crd.spec.versions.len() == 1).then_some(())
+    })
+    .await;
+    let ar2 = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v2", "Widget"), "widgets");
+    let v2: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar2);
+    let all = wait_for("the widgets to be served at v2", TIMEOUT, || async {
+        v2.list(&Default::default()).await.ok().filter(|l| l.items.len() == 5)
+    })
+    .await;
+    let mut sizes: Vec<i64> = all
+        .items
+        .iter()
+        .filter_map(|w| w.data["spec"]["size"].as_i64())
+        .collect();
+    sizes.sort();
+    assert_eq!(sizes, vec![0, 1, 2, 3, 4], "every object survived the switch");
+}
+
+#[tokio::test]
+async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "convha").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    website(&group, dir.path());
+    // Both replicas tell the API server to call the second one, as a Service would reach
+    // any replica; killing the first (the leader) must not interrupt conversion.
+    let (first, second) = (free_port(), free_port());
+    let args = |port: u16| {
+        vec![
+            format!("--definitions={}", dir.path().display()),
+            format!("--namespace={}", ns.name),
+            "--no-cluster-definitions".to_string(),
+            "--leader-elect".to_string(),
+            format!("--leader-election-id=stencil-{}", &group[..9]),
+            format!("--leader-election-namespace={}", ns.name),
+            format!("--webhook-addr=127.0.0.1:{port}"),
+            format!("--webhook-url=https://127.0.0.1:{second}"),
+            "--webhook-secret=webhook-cert".to_string(),
+        ]
+    };
+    let env = [("POD_NAMESPACE", ns.name.clone())];
+    let kubeconfig = common::kubeconfig_path();
+    let mut leader = spawn_stencil_env(&args(first), &kubeconfig, dir.path().join("a.log"), &env);
+    let crd_name = format!("websites.{group}");
+    wait_established(&client, &crd_name).await;
+    let standby = spawn_stencil_env(&args(second), &kubeconfig, dir.path().join("b.log"), &env);
+    let old = sites(&client, &group, "v1alpha1", &ns.name);
+    let site = object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
+        "metadata": {"name": "docs", "namespace": ns.name},
+        "spec": {"content": {"index.html": "hi"}, "hostname": "docs.example.com"}}));
+    wait_for("the standby's webhook to convert", TIMEOUT, || async {
+        old.create(&PostParams::default(), &site).await.ok()
+    })
+    .await;
+    let lease = format!("leader_election_master_status{{name=\"stencil-{}\"}}", &group[..9]);
+    assert_eq!(standby.metric(&lease).await, Some(0.0), "the second replica stands by");
+
+    leader.child.kill().unwrap();
+    leader.child.wait().unwrap();
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut reads = 0;
+    while standby.metric(&lease).await != Some(1.0) {
+        assert!(tokio::time::Instant::now() < deadline, "the standby never took over");
+        let read = old.get("docs").await;
+        let read = read.unwrap_or_else(|e| panic!("conversion failed during the failover: {e}\n{}", standby.logs()));
+        assert_eq!(read.data["spec"]["hostname"], "docs.example.com");
+        reads += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reads > 0, "conversion was exercised while no replica led");
+    let mut after = site.clone();
+    after.metadata.name = Some("after".into());
+    old.create(&PostParams::default(), &after).await.unwrap();
+    let v1 = sites(&client, &group, "v1", &ns.name);
+    wait_for("the new leader to reconcile a new site", TIMEOUT, || async {
+        let s = v1.get("after").await.ok()?;
+        s.data.pointer("/status/conditions").map(|_| ())
+    })
+    .await;
+}
