@@ -96,12 +96,23 @@ fn two_replicas_turn_leader_election_on_with_a_lease_role() {
 #[test]
 fn watch_namespaces_use_roles() {
     let objects = template(&format!("{}/ci/namespaced-values.yaml", chart()));
-    let roles = find(&objects, "Role");
+    let (webhook, roles): (Vec<&Value>, Vec<&Value>) = find(&objects, "Role")
+        .into_iter()
+        .partition(|r| r["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-webhook")));
     let namespaces: Vec<&str> = roles
         .iter()
         .map(|r| r["metadata"]["namespace"].as_str().unwrap())
         .collect();
     assert_eq!(namespaces, vec!["team-a", "team-b"]);
+    let webhook_namespaces: Vec<&str> = webhook
+        .iter()
+        .map(|r| r["metadata"]["namespace"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        webhook_namespaces,
+        vec!["stencil-system"],
+        "the webhook certificate's Role is in the release namespace only"
+    );
     assert!(
         roles[0]["rules"]
             .as_array()
