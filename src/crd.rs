@@ -28,6 +28,29 @@ pub enum CrdError {
         /// What was wrong.
         message: String,
     },
+    /// The live CRD could not be read; nothing is written until it can.
+    #[error("cannot read CRD {name}: {source}")]
+    Read {
+        /// The CRD's name.
+        name: String,
+        /// What the server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A CRD of that name exists and Stencil did not install it: it is never written.
+    #[error(
+        "{location}: CRD {name} exists and was not installed by Stencil ({managers}); Stencil leaves it as it is. Remove spec.crd from the definition to serve the CRD as it stands, or annotate the CRD with {adopt}: \"true\" to let Stencil manage it from now on"
+    )]
+    NotOurs {
+        /// The CRD's name.
+        name: String,
+        /// Who wrote it, from its managed fields.
+        managers: String,
+        /// The annotation that hands it over.
+        adopt: &'static str,
+        /// Where `spec.crd` is written.
+        location: String,
+    },
     /// The API server refused the CRD.
     #[error("cannot apply CRD {name}: {source}")]
     Apply {
@@ -282,6 +305,41 @@ pub fn verdict(
     Ok(Some((desired, verdict)))
 }
 
+/// Whether Stencil may write a live CRD: it installed it (Stencil's managed-by label), or
+/// its owner handed it over with the adoption annotation.
+pub fn is_ours(live: &CustomResourceDefinition) -> bool {
+    let installed = live
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::MANAGED_BY))
+        .is_some_and(|v| v == labels::MANAGED_BY_VALUE);
+    let handed_over = live
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::ADOPT_CRD))
+        .is_some_and(|v| v == "true");
+    installed || handed_over
+}
+
+/// Who wrote a CRD, from its managed fields.
+fn managers(live: &CustomResourceDefinition) -> String {
+    let mut names: Vec<&str> = live
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    names.dedup();
+    if names.is_empty() {
+        "no field manager recorded".into()
+    } else {
+        format!("field managers: {}", names.join(", "))
+    }
+}
+
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
 /// Established.
@@ -302,7 +360,20 @@ pub async fn install(
             location: def.crd_location(),
         });
     }
-    let live = api.get_opt(&name).await.ok().flatten();
+    let live = api.get_opt(&name).await.map_err(|source| CrdError::Read {
+        name: name.clone(),
+        source,
+    })?;
+    if let Some(live) = &live
+        && !is_ours(live)
+    {
+        return Err(CrdError::NotOurs {
+            name,
+            managers: managers(live),
+            adopt: labels::ADOPT_CRD,
+            location: def.crd_location(),
+        });
+    }
     let Some((desired, verdict)) = verdict(def, live.as_ref(), webhook)? else {
         return Ok(());
     };
@@ -369,6 +440,21 @@ mod tests {
             schema.pointer("/openAPIV3Schema/properties/spec/properties/children/items/properties/template/type"),
             Some(&Value::from("string"))
         );
+    }
+
+    #[test]
+    fn a_crd_is_ours_when_stencil_installed_it_or_its_owner_handed_it_over() {
+        let mut live: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "versions": [],
+                "names": {"plural": "widgets", "kind": "Widget"}}}))
+        .unwrap();
+        assert!(!is_ours(&live), "a CRD without Stencil's label is not ours");
+        live.metadata.annotations = Some([(labels::ADOPT_CRD.to_string(), "true".to_string())].into());
+        assert!(is_ours(&live), "handed over");
+        live.metadata.annotations = None;
+        live.metadata.labels = Some([(labels::MANAGED_BY.to_string(), labels::MANAGED_BY_VALUE.to_string())].into());
+        assert!(is_ours(&live), "installed by Stencil");
     }
 
     #[test]

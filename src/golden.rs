@@ -277,7 +277,7 @@ pub fn render_offline(
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    crate::ownership::settle(&mut out, &observed.existing, uid, &def.name);
+    crate::ownership::settle(&mut out, &observed.existing, uid, &def.name, def.spec.is_decorator());
     Ok(out)
 }
 

@@ -14,6 +14,10 @@ pub const DEFINITION: &str = "stencil.dev/definition";
 /// The UID of the parent a child belongs to; the controller selects children with it.
 pub const PARENT_UID: &str = "stencil.dev/parent-uid";
 
+/// Annotation on a CRD that Stencil did not install: `"true"` lets a definition's
+/// `spec.crd` manage it from then on (a migration from a hand-made or Helm-made CRD).
+pub const ADOPT_CRD: &str = "stencil.dev/adopt";
+
 /// The parent's name, for children that cannot carry an ownerReference.
 pub const PARENT_NAME: &str = "stencil.dev/parent-name";
 

@@ -16,6 +16,7 @@ mod fuzz;
 pub mod golden;
 pub mod gvk;
 pub mod http;
+pub mod immutable;
 pub mod json_schema;
 pub mod labels;
 pub mod leader;

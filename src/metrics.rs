@@ -46,7 +46,7 @@ pub struct ApplyLabels {
     pub definition: String,
     /// The child's kind.
     pub kind: String,
-    /// `created`, `updated`, `recreated` or `error`.
+    /// `created`, `updated`, `recreated`, `adopted`, `immutable` (a refused change, nothing written) or `error`.
     pub result: String,
 }
 

@@ -26,9 +26,11 @@ pub enum Verdict {
 }
 
 /// Judges the live object (if any) that a desired child of the parent with `parent_uid`
-/// would write for the definition named `definition`. Another definition's child of the
-/// same parent (two decorators of one object) is that definition's.
-pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, adopt: Adopt) -> Verdict {
+/// would write for the definition named `definition`. Another decorator's child of the
+/// same parent (two decorators of one object) is that decorator's. A composite parent has
+/// one definition, so a child of its UID labelled with another definition's name is its
+/// own, left by the definition under an earlier name: the apply relabels it.
+pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, decorator: bool, adopt: Adopt) -> Verdict {
     let Some(live) = live else {
         return Verdict::Absent;
     };
@@ -44,7 +46,7 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, adopt: Ad
     let controlled_by_other = controller.filter(|r| r.get("uid").and_then(Value::as_str) != Some(parent_uid));
     let other_definition = label(labels::DEFINITION).filter(|d| *d != crate::render::label_value(definition));
     match (label(labels::PARENT_UID), controlled_by_other) {
-        (Some(uid), _) if uid == parent_uid && other_definition.is_some() => Verdict::Conflict(format!(
+        (Some(uid), _) if uid == parent_uid && decorator && other_definition.is_some() => Verdict::Conflict(format!(
             "{what} belongs to definition {} of the same parent; it keeps the object until it lets it go",
             other_definition.unwrap_or_default()
         )),
@@ -79,7 +81,7 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, adopt: Ad
 /// children (offline: the objects given to `stencil render` and `stencil test` without a
 /// `stencil.dev/child` label): each desired object that one of them names is a conflict
 /// (and the parent not Ready), or an adoption, as the controller would decide.
-pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, definition: &str) {
+pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, definition: &str, decorator: bool) {
     let mut conflicts = Vec::new();
     for child in &out.children {
         let Some(key) = ObjectKey::of_value(&child.object) else {
@@ -88,7 +90,7 @@ pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, defi
         let Some(live) = existing.iter().find(|o| ObjectKey::of_value(o).as_ref() == Some(&key)) else {
             continue;
         };
-        match judge(Some(live), parent_uid, definition, child.adopt) {
+        match judge(Some(live), parent_uid, definition, decorator, child.adopt) {
             Verdict::Conflict(message) => conflicts.push(message),
             Verdict::Adopt => out.adoptions.push(key.to_string()),
             Verdict::Absent | Verdict::Ours => {}
@@ -132,7 +134,7 @@ mod tests {
 
     #[test]
     fn a_missing_object_is_created() {
-        assert_eq!(judge(None, "p", "shop", Adopt::Never), Verdict::Absent);
+        assert_eq!(judge(None, "p", "shop", false, Adopt::Never), Verdict::Absent);
     }
 
     #[test]
@@ -141,18 +143,18 @@ mod tests {
             json!({labels::PARENT_UID: "p"}),
             json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
         );
-        assert_eq!(judge(Some(&live), "p", "shop", Adopt::Never), Verdict::Ours);
+        assert_eq!(judge(Some(&live), "p", "shop", false, Adopt::Never), Verdict::Ours);
     }
 
     #[test]
     fn a_hand_made_object_is_a_conflict_naming_its_managers_unless_adoptable() {
         let live = cm(json!({}), json!([]));
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::Never) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::Never) else {
             panic!()
         };
         assert!(message.contains("ConfigMap shop/orders-config"), "{message}");
         assert!(message.contains("kubectl-client-side-apply, helm"), "{message}");
-        assert_eq!(judge(Some(&live), "p", "shop", Adopt::IfUnowned), Verdict::Adopt);
+        assert_eq!(judge(Some(&live), "p", "shop", false, Adopt::IfUnowned), Verdict::Adopt);
     }
 
     #[test]
@@ -161,7 +163,7 @@ mod tests {
             json!({}),
             json!([{"uid": "rs", "controller": true, "kind": "ReplicaSet", "name": "web-1"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::IfUnowned) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("controlled by ReplicaSet web-1"), "{message}");
@@ -173,10 +175,23 @@ mod tests {
             json!({labels::PARENT_UID: "q", labels::PARENT_NAME: "first", labels::PARENT_NAMESPACE: "shop", labels::DEFINITION: "shops"}),
             json!([{"uid": "q", "controller": true, "kind": "Shop", "name": "first"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", Adopt::IfUnowned) else {
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("parent shop/first of shops"), "{message}");
+    }
+
+    #[test]
+    fn a_child_of_this_parent_left_by_a_renamed_definition_is_ours_but_another_decorators_is_not() {
+        let live = cm(
+            json!({labels::PARENT_UID: "p", labels::DEFINITION: "shops-old"}),
+            json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
+        );
+        assert_eq!(judge(Some(&live), "p", "shops", false, Adopt::Never), Verdict::Ours);
+        let Verdict::Conflict(message) = judge(Some(&live), "p", "shops", true, Adopt::Never) else {
+            panic!("two decorators of one object keep their own children")
+        };
+        assert!(message.contains("definition shops-old of the same parent"), "{message}");
     }
 
     #[test]
@@ -186,7 +201,7 @@ mod tests {
             json!([{"uid": "x", "controller": true, "kind": "Other", "name": "o"}]),
         );
         assert!(matches!(
-            judge(Some(&live), "p", "shop", Adopt::IfUnowned),
+            judge(Some(&live), "p", "shop", false, Adopt::IfUnowned),
             Verdict::Conflict(_)
         ));
     }

@@ -86,6 +86,27 @@ fn compare(version: &str, path: &str, old: &JSONSchemaProps, new: &JSONSchemaPro
             }
         }
     }
+    // Unknown fields kept under a node are pruned once it stops preserving them, and a
+    // map's entries once it stops allowing them: the API server drops them on the next
+    // write, and nothing in the new schema names them.
+    if old.x_kubernetes_preserve_unknown_fields == Some(true) && new.x_kubernetes_preserve_unknown_fields != Some(true)
+    {
+        out.push(format!(
+            "{version}: {} stops preserving unknown fields; the API server would prune the fields the schema does not name",
+            at(path)
+        ));
+    }
+    let allows = |a: &Option<JSONSchemaPropsOrBool>| match a {
+        Some(JSONSchemaPropsOrBool::Bool(b)) => *b,
+        Some(JSONSchemaPropsOrBool::Schema(_)) => true,
+        None => false,
+    };
+    if allows(&old.additional_properties) && !allows(&new.additional_properties) {
+        out.push(format!(
+            "{version}: {} stops allowing additionalProperties; the API server would prune the map's entries",
+            at(path)
+        ));
+    }
     let empty = BTreeMap::new();
     let old_props = old.properties.as_ref().unwrap_or(&empty);
     let new_props = new.properties.as_ref().unwrap_or(&empty);
@@ -182,6 +203,26 @@ mod tests {
             "{all}"
         );
         assert_eq!(changes.len(), 4, "{all}");
+    }
+
+    #[test]
+    fn a_node_that_stops_preserving_unknown_fields_or_a_map_that_closes_is_breaking() {
+        let mut open = base();
+        open["properties"]["extra"] = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        open["properties"]["labels"] = json!({"type": "object", "additionalProperties": {"type": "string"}});
+        let mut closed = open.clone();
+        closed["properties"]["extra"] = json!({"type": "object"});
+        closed["properties"]["labels"] = json!({"type": "object"});
+        let changes = breaking_changes(&crd(v1(open.clone()), &["v1"]), &crd(v1(closed), &["v1"]));
+        let all = changes.join("\n");
+        assert!(all.contains("v1: .spec.extra stops preserving unknown fields"), "{all}");
+        assert!(
+            all.contains("v1: .spec.labels stops allowing additionalProperties"),
+            "{all}"
+        );
+        assert_eq!(changes.len(), 2, "{all}");
+        let still_open = breaking_changes(&crd(v1(open.clone()), &["v1"]), &crd(v1(open), &["v1"]));
+        assert!(still_open.is_empty(), "{still_open:?}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::core::{Selector, SelectorExt as _};
 
 /// A selector that Kubernetes would refuse.
@@ -118,10 +118,23 @@ impl Matcher {
     }
 }
 
+/// `selector` (or one that selects everything) narrowed to objects without label `key`.
+pub fn without_label(selector: Option<LabelSelector>, key: &str) -> LabelSelector {
+    let mut selector = selector.unwrap_or_default();
+    selector
+        .match_expressions
+        .get_or_insert_with(Vec::new)
+        .push(LabelSelectorRequirement {
+            key: key.to_string(),
+            operator: "DoesNotExist".to_string(),
+            values: None,
+        });
+    selector
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn sel(labels: &[(&str, &str)], exprs: &[(&str, &str, &[&str])]) -> LabelSelector {
         LabelSelector {

@@ -258,6 +258,89 @@ async fn a_removed_definition_releases_its_parents() {
 }
 
 #[tokio::test]
+async fn a_renamed_definition_takes_its_parents_children_over() {
+    let w = World::new(&child("cm", CM), "").await;
+    w.create_widget("r", json!({"size": 1})).await;
+    w.wait_condition("r", "Ready", "True").await;
+    let first = w.wait_cm("r-cm", "created", size_is("1")).await;
+    let renamed = definition(&w.group, &child("cm", CM), "").replace(
+        &format!("name: widgets.{}", w.group),
+        &format!("name: renamed.{}", w.group),
+    );
+    std::fs::write(w.file(), renamed).unwrap();
+    let label = format!("renamed.{}", w.group);
+    let cm = wait_for("the child to carry the new definition's label", TIMEOUT, || async {
+        let cm = w.configmaps().get_opt("r-cm").await.ok()??;
+        (cm.labels().get("stencil.dev/definition") == Some(&label)).then_some(cm)
+    })
+    .await;
+    assert_eq!(cm.uid(), first.uid(), "the same object, relabelled");
+    let api = w.widgets();
+    wait_for("the parent Ready under the new name", TIMEOUT, || async {
+        let p = api.get("r").await.ok()?;
+        let ready = condition(&p.data, "Ready")?;
+        (ready["status"] == "True").then_some(())
+    })
+    .await;
+    // The new definition owns the child: an edit of the parent reaches it.
+    api.patch(
+        "r",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"size": 2}})),
+    )
+    .await
+    .unwrap();
+    w.wait_cm("r-cm", "updated by the renamed definition", size_is("2"))
+        .await;
+}
+
+#[tokio::test]
+async fn a_moved_definition_file_keeps_its_parents_finalizers() {
+    let w = World::new(&child("cm", CM), ORPHAN).await;
+    w.create_widget("m", json!({"size": 1})).await;
+    w.wait_condition("m", "Ready", "True").await;
+    let api = w.widgets();
+    assert!(
+        api.get("m")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == "stencil.dev/finalizer")
+    );
+    w.stencil.take_writes();
+    std::fs::rename(w.file(), w.dir.path().join("moved.yaml")).unwrap();
+    // Past the release grace, and the moved definition serves: an edit reaches the child.
+    tokio::time::sleep(stencil::registry::supervisor::RELEASE_GRACE + Duration::from_secs(2)).await;
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"size": 2}})),
+    )
+    .await
+    .unwrap();
+    w.wait_cm("m-cm", "updated after the move", size_is("2")).await;
+    let parent_writes: Vec<String> = w
+        .stencil
+        .take_writes()
+        .into_iter()
+        .filter(|r| r.starts_with("PATCH") && r.ends_with("/widgets/m"))
+        .collect();
+    assert!(
+        parent_writes.is_empty(),
+        "the finalizer was neither released nor added again: {parent_writes:?}"
+    );
+    assert!(
+        api.get("m")
+            .await
+            .unwrap()
+            .finalizers()
+            .iter()
+            .any(|f| f == "stencil.dev/finalizer")
+    );
+}
+
+#[tokio::test]
 async fn two_definitions_share_a_child_kind() {
     let (a, b) = (unique_group(), unique_group());
     let dir = tempfile::tempdir().unwrap();
@@ -502,11 +585,11 @@ async fn operator_definition_resources_are_served_and_report_status() {
 }
 
 #[tokio::test]
-async fn update_policies_on_create_and_recreate_for_immutable_fields() {
+async fn update_policies_on_create_and_recreate() {
     let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ parent.metadata.name }}-secret\nstringData:\n  password: {{ random_password(16) }}\n  size: {{ parent.spec.size | quote }}";
     let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ parent.metadata.name }}-job\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: run\n          image: busybox\n          args: [\"size={{ parent.spec.size }}\"]";
     let children = format!(
-        "{}      updatePolicy: OnCreate\n{}",
+        "{}      updatePolicy: OnCreate\n{}      updatePolicy: Recreate\n",
         child("secret", secret),
         child("job", job)
     );
@@ -527,7 +610,7 @@ async fn update_policies_on_create_and_recreate_for_immutable_fields() {
         )
         .await
         .unwrap();
-    // A Job's pod template is immutable: the Job is deleted and created anew.
+    // A Job's pod template is immutable: under Recreate the Job is deleted and created anew.
     let second_job = wait_for("the job to be recreated with size 2", TIMEOUT, || async {
         let j = jobs.get_opt("p-job").await.ok()??;
         let args = j.spec.as_ref()?.template.spec.as_ref()?.containers[0].args.clone()?;
@@ -538,6 +621,60 @@ async fn update_policies_on_create_and_recreate_for_immutable_fields() {
     let secret = secrets.get("p-secret").await.unwrap();
     assert_eq!(secret.uid(), first_secret.uid(), "OnCreate never replaces");
     assert_eq!(secret.data, first_secret.data, "OnCreate never updates");
+}
+
+/// A claim whose access mode follows the parent: the one field a user edits that the API
+/// server refuses to change, on the kind whose deletion loses data.
+const CLAIM: &str = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: {{ parent.metadata.name }}-data\nspec:\n  accessModes: [{{ parent.spec.mode }}]\n  resources:\n    requests:\n      storage: 1Gi";
+
+#[tokio::test]
+async fn an_immutable_change_to_a_claim_deletes_nothing_and_the_parent_says_so() {
+    // Ready once it exists: the rig has no provisioner to bind it.
+    let entry = format!("{}      readyWhen: '$.spec.accessModes'\n", child("data", CLAIM));
+    let w = World::new(&entry, "").await;
+    w.create_widget("p", json!({"mode": "ReadWriteOnce"})).await;
+    let claims: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> = Api::namespaced(w.client.clone(), &w.ns.name);
+    let first = wait_for("the claim", TIMEOUT, || async { claims.get_opt("p-data").await.ok()? }).await;
+    w.wait_condition("p", "Ready", "True").await;
+    w.stencil.take_writes();
+    w.widgets()
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"mode": "ReadWriteMany"}})),
+        )
+        .await
+        .unwrap();
+    let ready = w.wait_condition_at("p", "Ready", "False", 2).await;
+    assert_eq!(ready["reason"], "Immutable", "{ready}");
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("PersistentVolumeClaim") && message.contains("p-data") && message.contains("immutable"),
+        "the parent names the object and the field: {message}"
+    );
+    let claim = claims.get("p-data").await.unwrap();
+    assert_eq!(claim.uid(), first.uid(), "the claim is the same object");
+    assert!(claim.metadata.deletion_timestamp.is_none(), "and is not being deleted");
+    let deletes: Vec<String> = w
+        .stencil
+        .take_writes()
+        .into_iter()
+        .filter(|r| r.starts_with("DELETE"))
+        .collect();
+    assert!(deletes.is_empty(), "no DELETE was sent: {deletes:?}");
+    let events: Api<Event> = Api::namespaced(w.client.clone(), &w.ns.name);
+    let said = wait_for("one Immutable event", TIMEOUT, || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let n: i32 = list
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("Immutable"))
+            .map(|e| e.count.unwrap_or(1).max(1))
+            .sum();
+        (n > 0).then_some(n)
+    })
+    .await;
+    assert_eq!(said, 1, "the refusal is said once");
 }
 
 #[tokio::test]

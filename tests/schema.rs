@@ -129,3 +129,65 @@ async fn a_breaking_crd_change_is_refused_until_forced_and_the_last_good_version
     .await;
     defs.delete(&name, &Default::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_crd_stencil_did_not_install_is_never_written_until_handed_over() {
+    let client = client().await;
+    common::install_crd(&client, &stencil::crd::operator_definition_crd()).await;
+    let group = unique_group();
+    let name = format!("widgets.{group}");
+    // A CRD of the same name, made by someone else (a Helm chart, a hand): no Stencil label.
+    let theirs: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}, "tier": {"type": "string"}}},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}}))
+    .unwrap();
+    common::install_crd(&client, &theirs).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let before = crds.get(&name).await.unwrap();
+    let defs: Api<OperatorDefinition> = Api::all(client.clone());
+    defs.patch(
+        &name,
+        &PatchParams::apply("test").force(),
+        &Patch::Apply(&widgets(&group, true, false)),
+    )
+    .await
+    .unwrap();
+    let _stencil = start_stencil(&[], true).await;
+    let ready = wait_for("the refusal on the status", TIMEOUT, || async {
+        let d = serde_json::to_value(defs.get(&name).await.ok()?).ok()?;
+        let c = common::condition(&d, "Ready")?;
+        (c["reason"] == "CrdNotOurs").then_some(c)
+    })
+    .await;
+    let message = ready["message"].as_str().unwrap();
+    assert!(
+        message.contains("was not installed by Stencil") && message.contains("stencil.dev/adopt"),
+        "{message}"
+    );
+    let after = crds.get(&name).await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the CRD was not written"
+    );
+    // Its owner hands it over: Stencil manages it from then on.
+    crds.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"stencil.dev/adopt": "true"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for("Stencil to take the CRD over", TIMEOUT, || async {
+        let crd = crds.get(&name).await.ok()?;
+        let labels = crd.metadata.labels.unwrap_or_default();
+        (labels.get("app.kubernetes.io/managed-by").map(String::as_str) == Some("stencil")).then_some(())
+    })
+    .await;
+    defs.delete(&name, &Default::default()).await.unwrap();
+}

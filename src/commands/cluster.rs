@@ -161,6 +161,14 @@ async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinit
         .get_opt(&name)
         .await
         .with_context(|| format!("reading CRD {name}"))?;
+    if let Some(live) = &live
+        && !stencil::crd::is_ours(live)
+    {
+        bail!(
+            "CRD {name} exists and was not installed by Stencil: `stencil run` would leave it as it is and report it; annotate it with {}: \"true\" to hand it over",
+            stencil::labels::ADOPT_CRD
+        );
+    }
     let webhook = live.as_ref().and_then(stencil::crd::Webhook::of_live);
     let verdict = stencil::crd::verdict(def, live.as_ref(), webhook.as_ref())?;
     Ok(verdict.map(|(_, verdict)| CrdDiff {

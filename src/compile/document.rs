@@ -24,6 +24,7 @@ pub(crate) enum Field {
     ResyncSeconds,
     ChildName(usize),
     ChildTemplate(usize),
+    ChildUpdatePolicy(usize),
     ChildReadyWhen(usize),
     ChildDependsOn(usize),
     LookupName(usize),
@@ -67,6 +68,7 @@ impl Field {
             Field::ResyncSeconds => "spec.resyncSeconds".into(),
             Field::ChildName(i) => format!("{}.name", child(i)),
             Field::ChildTemplate(i) => format!("{}.template", child(i)),
+            Field::ChildUpdatePolicy(i) => format!("{}.updatePolicy", child(i)),
             Field::ChildReadyWhen(i) => format!("{}.readyWhen", child(i)),
             Field::ChildDependsOn(i) => format!("{}.dependsOn", child(i)),
             Field::LookupName(i) => format!("lookups[{}].name", lookup(i)),
@@ -141,6 +143,7 @@ impl Locator {
             Field::ResyncSeconds => s.resync_seconds.as_ref(),
             Field::ChildName(i) => child(i).and_then(|c| c.name.as_ref()),
             Field::ChildTemplate(i) => child(i).and_then(|c| c.template.as_ref()),
+            Field::ChildUpdatePolicy(i) => child(i).and_then(|c| c.update_policy.as_ref()),
             Field::ChildReadyWhen(i) => child(i).and_then(|c| c.ready_when.as_ref()),
             Field::ChildDependsOn(i) => child(i).and_then(|c| c.depends_on.as_ref()),
             Field::LookupName(i) => lookup(i).and_then(|l| l.name.as_ref()),
@@ -231,6 +234,7 @@ struct SpanChild {
     template: Option<Spanned<Value>>,
     ready_when: Option<Spanned<Value>>,
     depends_on: Option<Spanned<Value>>,
+    update_policy: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

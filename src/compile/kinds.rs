@@ -63,6 +63,33 @@ pub fn declared_kinds(template: &str) -> Result<Vec<Gvk>, (KindError, u64)> {
     Ok(kinds)
 }
 
+/// The object a template renders on every pass, as its `apiVersion`, `kind` and metadata
+/// `name` and `namespace` lines as written (templated or not): `None` when the template
+/// may render something else (a control block, several documents, no name line). Two
+/// entries with the same identity render one object twice.
+pub fn fixed_identity(template: &str) -> Option<String> {
+    if template.contains("{%") || template.lines().any(|l| l.trim_end() == "---") {
+        return None;
+    }
+    let (mut api_version, mut kind, mut name, mut namespace) = (None, None, None, "");
+    let mut in_metadata = false;
+    for line in template.lines() {
+        if !line.starts_with(' ') {
+            in_metadata = line.trim_end() == "metadata:";
+        }
+        if let Some(v) = line.strip_prefix("apiVersion:") {
+            api_version = Some(v.trim());
+        } else if let Some(v) = line.strip_prefix("kind:") {
+            kind = Some(v.trim());
+        } else if in_metadata && let Some(v) = line.strip_prefix("  name:") {
+            name = Some(v.trim());
+        } else if in_metadata && let Some(v) = line.strip_prefix("  namespace:") {
+            namespace = v.trim();
+        }
+    }
+    Some(format!("{}\n{}\n{}\n{namespace}", api_version?, kind?, name?))
+}
+
 /// Scopes that know the parent kinds these definitions install with `spec.crd`, for
 /// commands that run without discovery.
 pub fn scopes(defs: &[super::CompiledDefinition]) -> crate::gvk::Scopes {
@@ -86,6 +113,24 @@ mod tests {
         let kinds = declared_kinds(t).unwrap();
         let names: Vec<String> = kinds.iter().map(ToString::to_string).collect();
         assert_eq!(names, vec!["apps/v1/StatefulSet", "v1/Service"]);
+    }
+
+    #[test]
+    fn a_fixed_identity_is_the_kind_name_and_namespace_as_written() {
+        let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}\n  labels:\n    name: x\ndata:\n  name: y\n";
+        assert_eq!(
+            fixed_identity(cm).as_deref(),
+            Some("v1\nConfigMap\n{{ parent.metadata.name }}\n")
+        );
+        assert_eq!(
+            fixed_identity(&format!("{{% if parent.spec.on %}}\n{cm}{{% endif %}}")),
+            None
+        );
+        assert_eq!(fixed_identity(&format!("{cm}---\n{cm}")), None);
+        assert_eq!(
+            fixed_identity("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n"),
+            None
+        );
     }
 
     #[test]

@@ -151,6 +151,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             }
         };
     let mut child_kinds = Vec::new();
+    let mut identities: BTreeMap<String, &str> = BTreeMap::new();
     let n = spec.children.len();
     for (i, child) in spec.children.iter().chain(&spec.finalize.children).enumerate() {
         let tname = if i < n {
@@ -159,8 +160,29 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             names::finalize_child(&child.name)
         };
         template(tname, &child.template, Field::ChildTemplate(i), &mut report);
+        if let Some(identity) = kinds::fixed_identity(&child.template) {
+            match identities.get(identity.as_str()) {
+                // A second entry of the same name is reported as such.
+                Some(first) if *first == child.name => {}
+                Some(first) => report(
+                    Field::ChildTemplate(i),
+                    CompileError::Invalid(format!(
+                        "renders the same object as child `{first}` (the same kind, name and namespace): one object comes from one child, or the two overwrite each other on every pass"
+                    )),
+                    None,
+                ),
+                None => {
+                    identities.insert(identity, &child.name);
+                }
+            }
+        }
         match kinds::declared_kinds(&child.template) {
-            Ok(k) => child_kinds.push(k),
+            Ok(k) => {
+                if let Some(problem) = validate::recreate_problem(child, &k) {
+                    report(Field::ChildUpdatePolicy(i), problem, None);
+                }
+                child_kinds.push(k);
+            }
             Err((e, line)) => {
                 report(
                     Field::ChildTemplate(i),
@@ -271,7 +293,11 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         let parse = |s: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
             s.as_ref().and_then(|s| Matcher::new(s).ok())
         };
-        (parse(&d.selector), parse(&d.annotation_selector))
+        let mut labels = d.selector.clone();
+        if !d.include_stencil_children {
+            labels = Some(crate::selector::without_label(labels, crate::labels::PARENT_UID));
+        }
+        (parse(&labels), parse(&d.annotation_selector))
     });
     errors.sort_by_key(|d| (d.line, d.column));
     match (errors.is_empty(), parent, order) {

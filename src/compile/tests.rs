@@ -316,10 +316,42 @@ spec:
 fn a_decorator_compiles_with_its_selector_sent_to_the_server() {
     let (defs, diags) = compile_file("d.yaml", DECORATOR);
     assert!(diags.0.is_empty(), "{diags}");
-    assert_eq!(defs[0].parent_label_query(), Some("example.com/team"));
+    assert_eq!(
+        defs[0].parent_label_query(),
+        Some("example.com/team,!stencil.dev/parent-uid")
+    );
     let team = std::collections::BTreeMap::from([("example.com/team".to_string(), "a".to_string())]);
     assert!(defs[0].decorates(Some(&team), None));
     assert!(!defs[0].decorates(None, None));
+}
+
+#[test]
+fn a_decorator_leaves_stencil_children_alone_unless_it_opts_in() {
+    let child = std::collections::BTreeMap::from([
+        ("example.com/team".to_string(), "a".to_string()),
+        (crate::labels::PARENT_UID.to_string(), "uid".to_string()),
+    ]);
+    let (defs, _) = compile_file("d.yaml", DECORATOR);
+    assert!(
+        !defs[0].decorates(Some(&child), None),
+        "a Stencil child is not decorated"
+    );
+    let opted = DECORATOR.replace("  decorate:\n", "  decorate:\n    includeStencilChildren: true\n");
+    let (defs, diags) = compile_file("d.yaml", &opted);
+    assert!(diags.0.is_empty(), "{diags}");
+    assert!(defs[0].decorates(Some(&child), None));
+    assert_eq!(defs[0].parent_label_query(), Some("example.com/team"));
+    let all = DECORATOR.replace(
+        "    selector:\n      matchExpressions: [{key: example.com/team, operator: Exists}]\n",
+        "    annotationSelector: {matchLabels: {example.com/decorate: \"yes\"}}\n",
+    );
+    let (defs, diags) = compile_file("d.yaml", &all);
+    assert!(diags.0.is_empty(), "{diags}");
+    assert_eq!(
+        defs[0].parent_label_query(),
+        Some("!stencil.dev/parent-uid"),
+        "an annotation-only decorator still leaves children out on the server"
+    );
 }
 
 #[test]
@@ -454,4 +486,45 @@ fn the_storage_version_takes_no_conversion() {
     );
     let d = one_error(&text);
     assert!(d.to_string().contains("is the storage version"), "{d}");
+}
+
+/// `GOOD` with its child a PersistentVolumeClaim under `extra` child fields.
+fn claim(extra: &str) -> String {
+    GOOD.replace("      template: |", &format!("{extra}      template: |"))
+        .replace("        kind: ConfigMap", "        kind: PersistentVolumeClaim")
+}
+
+#[test]
+fn recreating_a_claim_needs_an_acknowledgement_of_data_loss() {
+    let d = one_error(&claim("      updatePolicy: Recreate\n"));
+    let said = d.to_string();
+    assert!(
+        said.contains("PersistentVolumeClaim") && said.contains("acknowledgeDataLoss: true"),
+        "{said}"
+    );
+    assert_eq!(d.line, 11, "located at the updatePolicy line: {d}");
+    let (defs, diags) = compile_file(
+        "w.yaml",
+        &claim("      updatePolicy: Recreate\n      acknowledgeDataLoss: true\n"),
+    );
+    assert!(diags.0.is_empty() && defs.len() == 1, "{diags}");
+    let (_, diags) = compile_file(
+        "w.yaml",
+        &GOOD.replace("      template: |", "      updatePolicy: Recreate\n      template: |"),
+    );
+    assert!(diags.0.is_empty(), "a ConfigMap may be recreated freely: {diags}");
+}
+
+#[test]
+fn an_acknowledgement_without_recreate_is_an_error() {
+    let d = one_error(&claim("      acknowledgeDataLoss: true\n"));
+    assert!(d.to_string().contains("only to updatePolicy: Recreate"), "{d}");
+}
+
+#[test]
+fn two_children_that_always_render_one_object_are_an_error() {
+    let copy = GOOD.replace("  children:\n", "  children:\n    - name: copy\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: {{ parent.metadata.name }}\n");
+    let d = one_error(&copy);
+    assert!(d.to_string().contains("renders the same object as child `copy`"), "{d}");
+    assert_eq!(d.field.as_deref(), Some("children[config].template"), "{d}");
 }

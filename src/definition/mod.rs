@@ -92,6 +92,11 @@ pub struct Decorate {
     /// The same shape over annotations, evaluated by Stencil.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotation_selector: Option<LabelSelector>,
+    /// Also decorate objects that are children of a Stencil parent (they carry
+    /// `stencil.dev/parent-uid`). Off by default, so a decorator never decorates its own
+    /// children, or another's, into a chain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_stencil_children: bool,
 }
 
 /// The parent's CustomResourceDefinition; its group and kind come from `spec.parent`.
@@ -230,6 +235,11 @@ pub struct Child {
     /// How a changed child is brought up to date.
     #[serde(default)]
     pub update_policy: UpdatePolicy,
+    /// With `updatePolicy: Recreate` on a kind that holds data (a PersistentVolumeClaim, a
+    /// PersistentVolume, a Namespace): the author accepts that recreating the object
+    /// destroys what it holds. Without it, such a definition does not compile.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acknowledge_data_loss: bool,
     /// Children that must be observed and ready before this one is rendered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<String>,
@@ -270,10 +280,12 @@ impl Adopt {
 /// How Stencil brings an existing child in line with its template.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum UpdatePolicy {
-    /// Server-side apply the new state over the live object.
+    /// Server-side apply the new state over the live object. A change the API server
+    /// refuses as immutable is reported on the parent (`Immutable`); nothing is deleted.
     #[default]
     InPlace,
-    /// Delete the object and create it anew.
+    /// Delete the object and create it anew when its rendering changes. The only policy
+    /// under which Stencil deletes a child to change it.
     Recreate,
     /// Create the object once and never update it.
     OnCreate,

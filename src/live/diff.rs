@@ -11,6 +11,7 @@ use super::compare::{comparable, comparable_status, unified};
 use super::{Kinds, LiveError, Snapshot};
 use crate::compile::CompiledDefinition;
 use crate::definition::UpdatePolicy;
+use crate::immutable;
 use crate::labels;
 use crate::object_key::ObjectKey;
 use crate::ownership::{self, Verdict};
@@ -39,6 +40,15 @@ pub enum Change {
         /// `Kind namespace/name`.
         object: String,
         /// The update policy, or the immutable field the server names.
+        why: String,
+    },
+    /// The change needs a field the API server holds immutable and the child is not
+    /// `Recreate`: the controller would write nothing and the parent would say
+    /// `Immutable`.
+    Refused {
+        /// `Kind namespace/name`.
+        object: String,
+        /// The immutable field the server names.
         why: String,
     },
     /// It is no longer rendered and would be deleted.
@@ -82,6 +92,8 @@ pub struct Summary {
     pub updated: usize,
     /// Children recreated.
     pub recreated: usize,
+    /// Children whose change the API server refuses as immutable.
+    pub refused: usize,
     /// Children pruned.
     pub pruned: usize,
     /// Children adopted.
@@ -107,6 +119,7 @@ impl Summary {
                     Change::Created { .. } => s.created += 1,
                     Change::Updated { .. } => s.updated += 1,
                     Change::Recreated { .. } => s.recreated += 1,
+                    Change::Refused { .. } => s.refused += 1,
                     Change::Pruned { .. } => s.pruned += 1,
                     Change::Adopted { .. } => s.adopted += 1,
                 }
@@ -120,7 +133,7 @@ impl Summary {
 
     /// Whether anything would change.
     pub fn changes(&self) -> bool {
-        self.created + self.updated + self.recreated + self.pruned + self.adopted + self.status > 0
+        self.created + self.updated + self.recreated + self.refused + self.pruned + self.adopted + self.status > 0
     }
 
     /// `12 parents: 3 children created, 40 updated, 0 recreated, 2 pruned`, and the rest
@@ -132,6 +145,7 @@ impl Summary {
         );
         for (n, what) in [
             (self.adopted, "adopted"),
+            (self.refused, "refused as immutable"),
             (self.status, "status changes"),
             (self.conflicts, "conflicts"),
             (self.errors, "errors"),
@@ -163,6 +177,9 @@ pub fn text(diffs: &[ParentDiff]) -> String {
                 Change::Adopted { object } => out.push_str(&format!("  + {object} (adopted)\n")),
                 Change::Pruned { object } => out.push_str(&format!("  - {object} (pruned)\n")),
                 Change::Recreated { object, why } => out.push_str(&format!("  ! {object} (recreated: {why})\n")),
+                Change::Refused { object, why } => out.push_str(&format!(
+                    "  x {object} (refused, nothing written: {why}; updatePolicy: Recreate would replace it)\n"
+                )),
                 Change::Updated { object, diff } => {
                     out.push_str(&format!("  ~ {object} (updated)\n"));
                     out.push_str(&indent(diff, "      "));
@@ -242,7 +259,17 @@ pub async fn parent(
             Some(l) => (Some(l), true),
             None => (find(&key, &existing), false),
         };
-        match child(client, kinds, (uid, &def.name), desired, &key, live.as_ref(), is_ours).await {
+        match child(
+            client,
+            kinds,
+            (uid, &def.name, def.spec.is_decorator()),
+            desired,
+            &key,
+            live.as_ref(),
+            is_ours,
+        )
+        .await
+        {
             Ok(Some(change)) => diff.changes.push(change),
             Ok(None) => {}
             Err(e) => diff.errors.push(e),
@@ -286,7 +313,7 @@ pub async fn parent(
 async fn child(
     client: &Client,
     kinds: &Kinds,
-    (uid, definition): (&str, &str),
+    (uid, definition, decorator): (&str, &str, bool),
     desired: &DesiredChild,
     key: &ObjectKey,
     live: Option<&Value>,
@@ -295,10 +322,12 @@ async fn child(
     let object = key.to_string();
     if !is_ours && live.is_some() {
         // Not ours: a conflict (reported with the render) or an adoption.
-        return Ok(match ownership::judge(live, uid, definition, desired.adopt) {
-            Verdict::Adopt => Some(Change::Adopted { object }),
-            _ => None,
-        });
+        return Ok(
+            match ownership::judge(live, uid, definition, decorator, desired.adopt) {
+                Verdict::Adopt => Some(Change::Adopted { object }),
+                _ => None,
+            },
+        );
     }
     let (applied, hash) = with_hash(desired.object.clone());
     if let Some(live) = live {
@@ -334,12 +363,12 @@ async fn child(
             let after = super::to_value(result, &resolved.resource);
             Ok(unified(&comparable(live), &comparable(&after)).map(|diff| Change::Updated { object, diff }))
         }
-        Err(kube::Error::Api(status))
-            if status.code == 422 && status.message.contains("immutable") && live.is_some() =>
-        {
-            Ok(Some(Change::Recreated {
-                object,
-                why: status.message,
+        Err(kube::Error::Api(status)) if live.is_some() && immutable::refusal(&status).is_some() => {
+            let why = immutable::refusal(&status).unwrap_or_default();
+            Ok(Some(if desired.update_policy == UpdatePolicy::Recreate {
+                Change::Recreated { object, why }
+            } else {
+                Change::Refused { object, why }
             }))
         }
         Err(e) => Err(format!("{object}: the API server refuses the apply: {e}")),
@@ -378,5 +407,25 @@ mod tests {
         let report = text(&[d]);
         assert!(report.contains("  + ConfigMap ns/a (created)\n"), "{report}");
         assert!(report.contains("      +y\n"), "{report}");
+    }
+
+    #[test]
+    fn a_refused_immutable_change_is_a_change_and_says_nothing_is_written() {
+        let d = ParentDiff {
+            parent: "Widget ns/a".into(),
+            changes: vec![Change::Refused {
+                object: "PersistentVolumeClaim ns/data".into(),
+                why: "spec: Forbidden: spec is immutable after creation".into(),
+            }],
+            ..ParentDiff::default()
+        };
+        let s = Summary::of(std::slice::from_ref(&d));
+        assert!(s.changes(), "the parent would say Immutable");
+        assert!(s.line().ends_with(", 1 refused as immutable"), "{}", s.line());
+        let report = text(&[d]);
+        assert!(
+            report.contains("  x PersistentVolumeClaim ns/data (refused, nothing written: spec: Forbidden"),
+            "{report}"
+        );
     }
 }

@@ -283,7 +283,13 @@ impl Snapshot {
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        crate::ownership::settle(&mut out, &self.observed.existing, uid, &def.name);
+        crate::ownership::settle(
+            &mut out,
+            &self.observed.existing,
+            uid,
+            &def.name,
+            def.spec.is_decorator(),
+        );
         Ok(out)
     }
 }

@@ -1,7 +1,8 @@
 //! Applying one desired child: server-side apply as `stencil`, skipped when the live
 //! object already matches, with the child's update policy. An object that is not this
 //! parent's is never written ([`crate::ownership`]): the child reports a conflict, or
-//! adopts the object when it may.
+//! adopts the object when it may. Only `updatePolicy: Recreate` ever deletes a child to
+//! change it; a change the API server refuses as immutable is otherwise reported.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::context::describe;
 use super::{Context, ReconcileError, diff, to_json};
 use crate::definition::UpdatePolicy;
+use crate::immutable;
 use crate::labels;
 use crate::metrics;
 use crate::ownership::{self, Verdict};
@@ -58,8 +60,14 @@ pub(super) enum Applied {
     Done,
     /// A Recreate deleted the old object: reconcile again soon to create the new one.
     Soon,
+    /// A Recreate waits for the old object, deleted already, to go: its deletion wakes
+    /// the parent; no second DELETE is sent.
+    Replacing,
     /// The object exists and is not this parent's; nothing was written.
     Conflict(String),
+    /// The change needs a field the API server holds immutable, and the child may not be
+    /// recreated: nothing was written or deleted. Says which object and field.
+    Immutable(String),
 }
 
 /// Brings one child in line.
@@ -90,7 +98,13 @@ pub(super) async fn child(
         },
     };
     let uid = parent.metadata.uid.as_deref().unwrap_or_default();
-    let adopting = match ownership::judge(live.as_ref(), uid, &ctx.def.name, child.adopt) {
+    let adopting = match ownership::judge(
+        live.as_ref(),
+        uid,
+        &ctx.def.name,
+        ctx.def.spec.is_decorator(),
+        child.adopt,
+    ) {
         Verdict::Conflict(message) => return Ok(Applied::Conflict(message)),
         Verdict::Adopt => true,
         Verdict::Absent | Verdict::Ours => false,
@@ -121,11 +135,9 @@ pub(super) async fn child(
             return Ok(Applied::Done);
         }
         if child.update_policy == UpdatePolicy::Recreate && !same_hash {
-            delete(ctx, parent, &api, &name, live, "Recreate")
+            return recreate(ctx, parent, &api, &name, live, &desired)
                 .await
-                .map_err(kube_err("delete"))?;
-            count(ctx, &desired, "recreated");
-            return Ok(Applied::Soon);
+                .map_err(kube_err("delete"));
         }
     }
 
@@ -155,17 +167,23 @@ pub(super) async fn child(
                 .await;
             Ok(Applied::Done)
         }
-        // A change to an immutable field (a Job's template, a StatefulSet's selector)
-        // can only be made by recreating the object.
-        Err(kube::Error::Api(status))
-            if status.code == 422 && status.message.contains("immutable") && live.is_some() =>
-        {
+        // A change to an immutable field (a Job's template, a claim's storage class) can
+        // only be made by recreating the object, which may destroy data: only a child
+        // whose author chose Recreate is recreated.
+        Err(kube::Error::Api(status)) if live.is_some() && immutable::refusal(&status).is_some() => {
             let live = live.as_ref().expect("checked above");
-            delete(ctx, parent, &api, &name, live, "Recreate")
-                .await
-                .map_err(kube_err("delete"))?;
-            count(ctx, &desired, "recreated");
-            Ok(Applied::Soon)
+            if child.update_policy == UpdatePolicy::Recreate {
+                return recreate(ctx, parent, &api, &name, live, &desired)
+                    .await
+                    .map_err(kube_err("delete"));
+            }
+            count(ctx, &desired, "immutable");
+            let fields = immutable::refusal(&status).unwrap_or_default();
+            Ok(Applied::Immutable(format!(
+                "{what}: the change needs a field that cannot change in place ({fields}); nothing was written or \
+                 deleted: revert the change, or set updatePolicy: Recreate on child `{}` to replace the object",
+                child.child
+            )))
         }
         Err(e) => {
             count(ctx, &desired, "error");
@@ -174,6 +192,24 @@ pub(super) async fn child(
             Err(kube_err("apply")(e))
         }
     }
+}
+
+/// Deletes the live object so that the next pass creates it anew, once: an object already
+/// terminating (a claim held by `pvc-protection`) is waited for, not deleted again.
+async fn recreate(
+    ctx: &Context,
+    parent: &DynamicObject,
+    api: &Api<DynamicObject>,
+    name: &str,
+    live: &Value,
+    desired: &Value,
+) -> Result<Applied, kube::Error> {
+    if live.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(Applied::Replacing);
+    }
+    delete(ctx, parent, api, name, live, "Recreate").await?;
+    count(ctx, desired, "recreated");
+    Ok(Applied::Soon)
 }
 
 fn count(ctx: &Context, obj: &Value, result: &str) {
@@ -186,6 +222,8 @@ fn count(ctx: &Context, obj: &Value, result: &str) {
 }
 
 /// Deletes a child with a UID precondition, so an object recreated meanwhile is kept.
+/// True when a deletion was asked for; false when the object was gone already, or is
+/// another object of the same name now.
 pub(super) async fn delete(
     ctx: &Context,
     parent: &DynamicObject,
@@ -193,7 +231,7 @@ pub(super) async fn delete(
     name: &str,
     live: &Value,
     reason: &str,
-) -> Result<(), kube::Error> {
+) -> Result<bool, kube::Error> {
     let uid = live
         .pointer("/metadata/uid")
         .and_then(Value::as_str)
@@ -209,9 +247,9 @@ pub(super) async fn delete(
         Ok(_) => {
             ctx.event(parent, EventType::Normal, reason, format!("{} deleted", describe(live)))
                 .await;
-            Ok(())
+            Ok(true)
         }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
 }

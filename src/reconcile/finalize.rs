@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use serde_json::{Value, json};
@@ -175,17 +175,21 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
         },
         None => None,
     };
-    let (last, first): (Vec<_>, Vec<_>) = children.into_iter().partition(|c| {
-        c.labels()
-            .get(labels::CHILD)
-            .and_then(|name| ctx.def.entry_index(name))
-            .is_some_and(|i| ctx.def.is_finalize(i))
-    });
-    let mut blocking = teardown(ctx, parent, &uid, &first, "Deleted").await?;
+    // The step may have created finalize children in this very pass: look again.
+    let children = if finalized.is_some() {
+        ctx.observed(&uid)
+    } else {
+        children
+    };
+    let mut blocking = phases(ctx, parent, &uid, children).await?;
     if blocking.is_empty() {
-        blocking = teardown(ctx, parent, &uid, &last, "Deleted").await?;
-    } else if !last.is_empty() {
-        blocking.push("then the finalize children".to_string());
+        // The store may lag behind a child created just before the deletion, or a
+        // child's watch may be broken: before the finalizer goes, the API server itself
+        // says that nothing of the parent's is left.
+        let listed = listed_children(ctx, parent, &uid).await?;
+        if !listed.is_empty() {
+            blocking = phases(ctx, parent, &uid, listed).await?;
+        }
     }
     if !blocking.is_empty() {
         let message = format!("deleting; waiting for {}", blocking.join(", "));
@@ -200,6 +204,60 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
             source,
         })?;
     Ok(Action::await_change())
+}
+
+/// Tears `children` down, the ordinary ones first and the finalize children once those
+/// are gone; returns what is still on its way out.
+async fn phases(
+    ctx: &Context,
+    parent: &DynamicObject,
+    uid: &str,
+    children: Vec<Arc<DynamicObject>>,
+) -> Result<Vec<String>, ReconcileError> {
+    let (last, first): (Vec<_>, Vec<_>) = children.into_iter().partition(|c| {
+        c.labels()
+            .get(labels::CHILD)
+            .and_then(|name| ctx.def.entry_index(name))
+            .is_some_and(|i| ctx.def.is_finalize(i))
+    });
+    let mut blocking = teardown(ctx, parent, uid, &first, "Deleted").await?;
+    if blocking.is_empty() {
+        blocking = teardown(ctx, parent, uid, &last, "Deleted").await?;
+    } else if !last.is_empty() {
+        blocking.push("then the finalize children".to_string());
+    }
+    Ok(blocking)
+}
+
+/// Every object of the definition's child kinds that carries the parent's UID label, as
+/// the API server lists it now (whatever definition name it carries).
+async fn listed_children(
+    ctx: &Context,
+    parent: &DynamicObject,
+    uid: &str,
+) -> Result<Vec<Arc<DynamicObject>>, ReconcileError> {
+    let params = ListParams::default().labels(&format!("{}={uid}", labels::PARENT_UID));
+    let mut all = Vec::new();
+    for w in &ctx.children {
+        let list = w
+            .api(ctx.client.clone())
+            .list(&params)
+            .await
+            .map_err(|source| ReconcileError::Kube {
+                action: "list the children of",
+                object: describe_object(parent),
+                source,
+            })?;
+        let types = kube::core::TypeMeta {
+            api_version: w.resolved.resource.api_version.clone(),
+            kind: w.resolved.resource.kind.clone(),
+        };
+        all.extend(list.items.into_iter().map(|mut o| {
+            o.types = Some(types.clone());
+            Arc::new(o)
+        }));
+    }
+    Ok(all)
 }
 
 /// Writes `Ready=False` with reason `Deleting`, keeping the `Finalized` record.
@@ -253,8 +311,8 @@ async fn step(
             let applies: Vec<_> = out.children.iter().map(|c| apply::child(ctx, parent, c)).collect();
             for result in futures::future::join_all(applies).await {
                 match result {
-                    Ok(apply::Applied::Done | apply::Applied::Soon) => {}
-                    Ok(apply::Applied::Conflict(message)) => pending.push(message),
+                    Ok(apply::Applied::Done | apply::Applied::Soon | apply::Applied::Replacing) => {}
+                    Ok(apply::Applied::Conflict(message) | apply::Applied::Immutable(message)) => pending.push(message),
                     Err(e) => pending.push(e.to_string()),
                 }
             }
@@ -350,7 +408,9 @@ pub(super) async fn teardown(
             continue;
         };
         match apply::delete(ctx, parent, &api, &child.name_any(), &live, reason).await {
-            Ok(()) => blocking.push(describe(&live)),
+            Ok(true) => blocking.push(describe(&live)),
+            // Gone already: a watch that lags (or is broken) must not hold the parent.
+            Ok(false) => {}
             Err(source) => errors.push(ReconcileError::Kube {
                 action: "delete",
                 object: describe(&live),

@@ -48,6 +48,10 @@ const COLLECT_CONCURRENCY: usize = 4;
 /// How soon a parent in conflict over an object looks at it again.
 const CONFLICT_RETRY: Duration = Duration::from_secs(60);
 
+/// How soon a parent whose Recreate waits for the old object looks again, should the
+/// object's deletion not wake it.
+const REPLACING_RETRY: Duration = Duration::from_secs(10);
+
 fn to_json(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or_default()
 }
@@ -140,14 +144,17 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     }
     // Children that are rendered together do not depend on each other (dependsOn holds
     // a child back until its dependencies are ready), so they are applied concurrently.
-    let mut requeue_soon = false;
+    let mut requeue: Option<Duration> = None;
     let mut conflicts: Vec<(ObjectKey, String)> = Vec::new();
+    let mut immutable: Vec<String> = Vec::new();
     for batch in out.children.chunks(APPLY_CONCURRENCY) {
         let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
         for (result, child) in futures::future::join_all(applies).await.into_iter().zip(batch) {
             match result {
                 Ok(apply::Applied::Done) => {}
-                Ok(apply::Applied::Soon) => requeue_soon = true,
+                Ok(apply::Applied::Soon) => requeue = sooner(requeue, Duration::from_secs(1)),
+                Ok(apply::Applied::Replacing) => requeue = sooner(requeue, REPLACING_RETRY),
+                Ok(apply::Applied::Immutable(message)) => immutable.push(message),
                 Ok(apply::Applied::Conflict(message)) => {
                     if let Some(key) = ObjectKey::of_value(&child.object) {
                         conflicts.push((key, message));
@@ -166,7 +173,16 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     }
     prune::run(ctx, parent, &out, &observed_objects).await?;
     let me = ctx.parent_ref(parent);
-    let message = conflicts.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; ");
+    // A conflict needs another's object to go; an immutable change needs the author or
+    // the user. Either holds the parent back, said once, with nothing deleted.
+    let reason = if conflicts.is_empty() { "Immutable" } else { "Conflict" };
+    let message = conflicts
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .chain(immutable.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let in_conflict = !conflicts.is_empty();
     ctx.waiting
         .lock()
         .expect("waiting lock")
@@ -184,19 +200,22 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
             .as_ref()
             != Some(&message);
         if changed {
-            tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "conflict: {message}");
-            ctx.event(parent, EventType::Warning, "Conflict", message.clone()).await;
+            tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{reason}: {message}");
+            ctx.event(parent, EventType::Warning, reason, message.clone()).await;
         }
-        status::write(ctx, parent, &render::not_ready(&out.status, "Conflict", &message)).await?;
-        // A holder's child that goes wakes this parent through the watch; an object made
-        // by hand is not watched, so it is looked at again within a minute.
-        return Ok(Action::requeue(ctx.resync().min(CONFLICT_RETRY)));
+        status::write(ctx, parent, &render::not_ready(&out.status, reason, &message)).await?;
+        if in_conflict {
+            // A holder's child that goes wakes this parent through the watch; an object
+            // made by hand is not watched, so it is looked at again within a minute.
+            requeue = sooner(requeue, CONFLICT_RETRY);
+        }
     }
-    Ok(if requeue_soon {
-        Action::requeue(Duration::from_secs(1))
-    } else {
-        Action::requeue(ctx.resync())
-    })
+    Ok(Action::requeue(requeue.map_or(ctx.resync(), |r| r.min(ctx.resync()))))
+}
+
+/// The sooner of a planned requeue and `after`.
+fn sooner(planned: Option<Duration>, after: Duration) -> Option<Duration> {
+    Some(planned.map_or(after, |p| p.min(after)))
 }
 
 /// The parent as JSON, and what `render` made of it.

@@ -28,10 +28,15 @@ impl Seen {
     }
 }
 
+/// Answers the mock API gives instead of accepting a write: path → a `Status`.
+type Refusals = Arc<Mutex<std::collections::HashMap<String, Value>>>;
+
 /// A client whose every request is recorded and answered like a small API server: an
 /// applied object is kept and echoed back (with a uid), a read finds what was applied
-/// (or what `existing` holds) or answers 404, a delete succeeds.
-fn mock_client(existing: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+/// (or what `existing` holds) or answers 404, a list of ConfigMaps finds those kept with
+/// the selected label, a delete succeeds, and a write to a path in `refusals` is refused
+/// with its status.
+fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
@@ -54,15 +59,24 @@ fn mock_client(existing: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
             record.lock().unwrap().push(Seen {
                 method: method.clone(),
                 path: path.clone(),
-                query,
+                query: query.clone(),
                 body: body.clone(),
             });
             let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
+            let refused = refusals.lock().unwrap().get(&path).cloned();
             let (code, answer) = match method.as_str() {
+                "PATCH" | "DELETE" if refused.is_some() => {
+                    let status = refused.unwrap();
+                    let code = status["code"]
+                        .as_u64()
+                        .and_then(|c| StatusCode::from_u16(c as u16).ok());
+                    (code.unwrap_or(StatusCode::UNPROCESSABLE_ENTITY), status)
+                }
                 "DELETE" => (
                     StatusCode::OK,
                     json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
                 ),
+                "GET" if path == "/api/v1/configmaps" => (StatusCode::OK, list(&objects, &query)),
                 "GET" => match objects.get(&path) {
                     Some(o) => (StatusCode::OK, o.clone()),
                     None => (StatusCode::NOT_FOUND, not_found),
@@ -88,6 +102,23 @@ fn mock_client(existing: Vec<Value>) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
         }
     });
     (kube::Client::new(service, "default"), seen)
+}
+
+/// A list of the objects whose labels hold the query's `labelSelector=key=value`.
+fn list(objects: &std::collections::HashMap<String, Value>, query: &str) -> Value {
+    let selector = query
+        .split('&')
+        .find_map(|p| p.strip_prefix("labelSelector="))
+        .unwrap_or_default()
+        .replace("%2F", "/")
+        .replace("%3D", "=");
+    let (key, value) = selector.split_once('=').unwrap_or_default();
+    let items: Vec<Value> = objects
+        .values()
+        .filter(|o| o["metadata"]["labels"][key] == value)
+        .cloned()
+        .collect();
+    json!({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"}, "items": items})
 }
 
 const DEFINITION: &str = "apiVersion: stencil.dev/v1alpha1
@@ -132,6 +163,7 @@ struct World {
     parents: HandFed,
     children: HandFed,
     seen: Arc<Mutex<Vec<Seen>>>,
+    refusals: Refusals,
 }
 
 impl World {
@@ -151,7 +183,8 @@ impl World {
         let def = Arc::new(defs.remove(0));
         let parents = HandFed::new(&def.parent, "widgets", true);
         let children = HandFed::new(&Gvk::parse("v1", "ConfigMap").unwrap(), "configmaps", true);
-        let (client, seen) = mock_client(existing);
+        let refusals = Refusals::default();
+        let (client, seen) = mock_client(existing, refusals.clone());
         let ctx = Arc::new(Context::new(
             client,
             def,
@@ -165,6 +198,7 @@ impl World {
             parents,
             children,
             seen,
+            refusals,
         }
     }
 
@@ -253,16 +287,26 @@ async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
     deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
     deleted["metadata"]["finalizers"] = json!([labels::FINALIZER, "other.example.org/keep"]);
     let sent = w.reconcile(deleted).await;
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert_eq!(sent[0].method, "PATCH");
-    assert_eq!(sent[0].path, "/apis/example.org/v1/namespaces/ns/widgets/w");
+    assert_eq!(sent.len(), 2, "{sent:?}");
     assert_eq!(
-        sent[0].body["metadata"]["finalizers"],
+        sent[0].short(),
+        "GET /api/v1/configmaps",
+        "the API server confirms that no child is left"
+    );
+    assert!(
+        sent[0]
+            .query
+            .contains("labelSelector=stencil.dev%2Fparent-uid%3Dparent-uid")
+    );
+    assert_eq!(sent[1].method, "PATCH");
+    assert_eq!(sent[1].path, "/apis/example.org/v1/namespaces/ns/widgets/w");
+    assert_eq!(
+        sent[1].body["metadata"]["finalizers"],
         json!(["other.example.org/keep"]),
         "only Stencil's finalizer goes"
     );
     assert_eq!(
-        sent[0].body["metadata"]["resourceVersion"], "1",
+        sent[1].body["metadata"]["resourceVersion"], "1",
         "guarded by the resourceVersion"
     );
 }
@@ -583,5 +627,142 @@ async fn teardown_goes_in_reverse_depends_on_order() {
         configmap_writes(&w.seen.lock().unwrap()),
         ["DELETE w-creds"],
         "then what it depended on"
+    );
+}
+
+/// The 422 the API server sends for a change to an immutable ConfigMap's data.
+fn immutable_refusal() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Invalid", "code": 422,
+        "message": "ConfigMap \"w-cm\" is invalid: data: Forbidden: field is immutable when `immutable` is set",
+        "details": {"name": "w-cm", "kind": "ConfigMap", "causes": [{"reason": "FieldValueForbidden",
+            "message": "Forbidden: field is immutable when `immutable` is set", "field": "data"}]}})
+}
+
+fn resized(size: u64) -> Value {
+    let mut p = parent(None);
+    p["spec"]["size"] = json!(size);
+    p["metadata"]["generation"] = json!(2);
+    p
+}
+
+#[tokio::test]
+async fn an_immutable_change_deletes_nothing_and_the_parent_says_which_field_once() {
+    let mut w = World::new();
+    w.create_child().await;
+    w.refusals
+        .lock()
+        .unwrap()
+        .insert("/api/v1/namespaces/ns/configmaps/w-cm".into(), immutable_refusal());
+    let sent = w.reconcile(resized(4)).await;
+    assert!(
+        !sent.iter().any(|s| s.method == "DELETE"),
+        "nothing is deleted: {sent:?}"
+    );
+    let status = &sent.last().unwrap().body["status"];
+    let ready = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("Immutable")),
+        "{status}"
+    );
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ConfigMap ns/w-cm") && message.contains("data: Forbidden") && message.contains("Recreate"),
+        "the message names the object, the field and the way out: {message}"
+    );
+    assert_eq!(events(&w, "Immutable"), 1);
+    let again = w.reconcile(resized(4)).await;
+    assert!(!again.iter().any(|s| s.method == "DELETE"), "{again:?}");
+    assert_eq!(events(&w, "Immutable"), 0, "said once, not on every pass");
+}
+
+#[tokio::test]
+async fn a_recreate_child_is_deleted_once_and_waited_for_while_it_terminates() {
+    let recreate = DEFINITION.replace("    - name: cm\n", "    - name: cm\n      updatePolicy: Recreate\n");
+    let mut w = World::with(&recreate);
+    let mut child = w.create_child().await;
+    let sent = w.reconcile(resized(4)).await;
+    assert_eq!(
+        configmap_writes(&sent),
+        ["DELETE w-cm"],
+        "Recreate deletes the old object"
+    );
+    // Something holds the object (a finalizer): it terminates, and stays.
+    child["metadata"]["deletionTimestamp"] = json!("2026-12-04T00:00:00Z");
+    child["metadata"]["finalizers"] = json!(["example.org/hold"]);
+    w.children.apply(child);
+    for _ in 0..3 {
+        let sent = w.reconcile(resized(4)).await;
+        assert_eq!(
+            configmap_writes(&sent),
+            Vec::<String>::new(),
+            "no DELETE while it terminates"
+        );
+    }
+}
+
+/// A deleted parent whose child the API server has, but the watch has not shown yet
+/// (created just before the deletion, or its watch broken).
+fn deleted_with_finalizer() -> Value {
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!([labels::FINALIZER]);
+    deleted
+}
+
+#[tokio::test]
+async fn the_finalizer_stays_while_the_api_server_lists_a_child_the_store_does_not_have() {
+    let far = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "w-far", "namespace": "ns", "uid": "far-uid",
+            "labels": {labels::PARENT_UID: "parent-uid", labels::CHILD: "cm", labels::DEFINITION: "widgets.example.org"}}});
+    let mut w = World::existing(DEFINITION, vec![far]);
+    w.parents.apply(deleted_with_finalizer());
+    w.seen.lock().unwrap().clear();
+    let obj: DynamicObject = serde_json::from_value(deleted_with_finalizer()).unwrap();
+    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    assert!(matches!(result, Err(ReconcileError::Waiting(_))), "{result:?}");
+    let sent: Vec<String> = w
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| !s.path.contains("/events"))
+        .map(Seen::short)
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "GET /api/v1/configmaps",
+            "DELETE /api/v1/namespaces/ns/configmaps/w-far",
+            "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
+        ],
+        "the fresh list finds the child, which is deleted; the finalizer stays"
+    );
+}
+
+#[tokio::test]
+async fn a_child_already_gone_does_not_hold_its_parent() {
+    let mut w = World::new();
+    w.create_child().await;
+    // The child is gone from the API server, but its watch has not said so.
+    w.refusals.lock().unwrap().insert(
+        "/api/v1/namespaces/ns/configmaps/w-cm".into(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"}),
+    );
+    let obj: DynamicObject = serde_json::from_value(deleted_with_finalizer()).unwrap();
+    w.parents.apply(deleted_with_finalizer());
+    w.seen.lock().unwrap().clear();
+    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    assert!(result.is_ok(), "{result:?}");
+    let finalizers = w.seen.lock().unwrap().iter().any(|s| {
+        s.method == "PATCH" && s.path.ends_with("/widgets/w") && s.body["metadata"]["finalizers"] == json!([])
+    });
+    assert!(
+        finalizers,
+        "the finalizer is released: a 404 is not something to wait for"
     );
 }

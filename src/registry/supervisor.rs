@@ -29,6 +29,16 @@ const RETRY: Duration = Duration::from_secs(3);
 /// How long shutdown waits for the controllers to finish their reconciles.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// How long the parents of a kind nobody serves keep Stencil's finalizer before it is
+/// released: a definition that comes back meanwhile (a renamed or moved file, a ConfigMap
+/// key renamed, a truncated read, an OperatorDefinition deleted and created again, queued
+/// events replayed at failover) takes them over, and nothing is released.
+pub const RELEASE_GRACE: Duration = Duration::from_secs(10);
+
+/// How long a removed definition goes on tearing down the parents that were being deleted
+/// before it releases them anyway, so none is left undeletable.
+const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
+
 type Barrier = Shared<BoxFuture<'static, ()>>;
 
 /// What every controller task shares.
@@ -54,6 +64,9 @@ pub struct Supervisor {
     running: HashMap<Origin, watch::Sender<bool>>,
     /// The last task started for each parent kind; the next one waits for it.
     barriers: HashMap<ParentKind, Barrier>,
+    /// Releases waiting out [`RELEASE_GRACE`], by parent kind; a start of the kind
+    /// cancels its release.
+    releases: HashMap<ParentKind, watch::Sender<bool>>,
 }
 
 impl Supervisor {
@@ -63,6 +76,7 @@ impl Supervisor {
             shell,
             running: HashMap::new(),
             barriers: HashMap::new(),
+            releases: HashMap::new(),
         }
     }
 
@@ -82,12 +96,26 @@ impl Supervisor {
                 tracing::info!(definition = %origin, "started");
                 self.running.insert(origin.clone(), stop);
                 let kind = parent_kind(&def);
+                if let Some(cancel) = self.releases.remove(&kind) {
+                    let _ = cancel.send(true);
+                }
                 self.chain(kind, serve(shell, origin, (def, fallback), kinds_seen, stopped));
             }
             Effect::Stop(origin) => self.stop(&origin),
             Effect::Release(def) => {
                 let shell = self.shell.clone();
-                self.chain(parent_kind(&def), release_parents(shell, def));
+                let kind = parent_kind(&def);
+                let (cancel, cancelled) = watch::channel(false);
+                if let Some(earlier) = self.releases.insert(kind.clone(), cancel) {
+                    let _ = earlier.send(true);
+                }
+                self.chain(kind, async move {
+                    if pause(&cancelled, RELEASE_GRACE).await {
+                        release_parents(shell, def).await;
+                    } else {
+                        tracing::info!(definition = %def.name, kind = %def.parent, "another definition serves the kind again; nothing released");
+                    }
+                });
             }
             Effect::Report(origin, report) => self.shell.reports.send(&origin, report),
             Effect::FileInvalid(file, message) => {
@@ -186,6 +214,7 @@ async fn serve(
         match crate::crd::install(&shell.client, &def, shell.webhook.as_ref()).await {
             Ok(()) => Ok(None),
             Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok(Some(e.to_string())),
+            Err(e @ crate::crd::CrdError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
             Err(e) => Err(("Waiting", e.to_string())),
         }
     })
@@ -301,6 +330,34 @@ async fn resolve(
     ))
 }
 
+/// Reconciles each parent being deleted until its teardown is done (its finalizer
+/// released), or until [`TEARDOWN_BEFORE_RELEASE`] has passed.
+async fn finish_teardowns(shell: &Shell, def: &Arc<CompiledDefinition>, deleting: Vec<Arc<kube::api::DynamicObject>>) {
+    let ctx = match resolve(shell, def, &def.all_child_kinds()).await {
+        Ok(ctx) => Arc::new(ctx),
+        Err((_, message)) => {
+            tracing::warn!(definition = %def.name, "cannot finish the teardowns before the release: {message}");
+            return;
+        }
+    };
+    let deadline = tokio::time::Instant::now() + TEARDOWN_BEFORE_RELEASE;
+    for parent in deleting {
+        let key = kube::runtime::reflector::ObjectRef::from_obj_with(&*parent, ctx.parents.resolved.resource.clone());
+        let mut current = Some(parent);
+        while let Some(parent) = current {
+            if reconcile::reconcile(parent.clone(), ctx.clone()).await.is_ok() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(definition = %def.name, parent = %parent.name_any(), "the teardown did not finish within {TEARDOWN_BEFORE_RELEASE:?}; releasing the parent anyway");
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            current = ctx.parents.store.get(&key);
+        }
+    }
+}
+
 /// Which parents a definition's watch sees: a decorator's label selector goes to the API
 /// server, so objects it does not decorate are never held in memory.
 fn parent_selection(def: &CompiledDefinition) -> Selection {
@@ -311,7 +368,9 @@ fn parent_selection(def: &CompiledDefinition) -> Selection {
 }
 
 /// Removes Stencil's finalizer from every parent of a definition that nobody serves any
-/// more, so no parent is left undeletable.
+/// more, so no parent is left undeletable. Parents being deleted are torn down first, as
+/// the definition says, so their children that the garbage collector cannot reach do not
+/// leak.
 async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
     let parents = match shell.watches.acquire(&def.parent, Selection::All, &def.name).await {
         Ok(p) => p,
@@ -320,6 +379,15 @@ async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
             return;
         }
     };
+    let deleting: Vec<_> = parents
+        .store
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .collect();
+    if !deleting.is_empty() {
+        finish_teardowns(&shell, &def, deleting).await;
+    }
     for parent in parents.store.state() {
         let api = match parent.namespace() {
             Some(ns) => Api::namespaced_with(shell.client.clone(), &ns, &parents.resolved.resource),

@@ -1,6 +1,8 @@
 //! Rendering one list of child entries (`children`, or `finalize.children`) in dependency
 //! order: each template into labelled, owned objects, or a waiting entry when a lookup is
 //! missing, a dependency is not ready, or the template reads a child that does not exist.
+//! One object comes from one entry, once: two renderings of it would overwrite each other
+//! on every pass.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,7 @@ use serde_json::Value;
 
 use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, status};
 use crate::gvk::Scopes;
+use crate::object_key::ObjectKey;
 use crate::readiness::Readiness;
 
 /// What rendering one list of child entries gives.
@@ -52,6 +55,7 @@ pub(super) fn render_entries<'a>(
         ready: BTreeMap::new(),
     };
     let mut errors = Vec::new();
+    let mut rendered_by: BTreeMap<ObjectKey, &str> = BTreeMap::new();
     for &i in order {
         let child = def.entry(i);
         let blockers: Vec<String> = if missing_lookups.is_empty() {
@@ -70,6 +74,17 @@ pub(super) fn render_entries<'a>(
         }
         match render_child(info, i, jinja_ctx, input.scopes) {
             Ok(objects) => {
+                let twice = twice_rendered(&mut rendered_by, &child.name, &objects);
+                if !twice.is_empty() {
+                    let at = info.place(&info.def.template_name(i), None);
+                    errors.extend(twice.into_iter().map(|message| RenderError::Object {
+                        at: at.clone(),
+                        message,
+                    }));
+                    out.ready
+                        .insert(&child.name, Readiness::NotReady("render failed".into()));
+                    continue;
+                }
                 let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
                 out.ready
                     .insert(&child.name, status::child_readiness(def, i, &objects, observed));
@@ -104,6 +119,30 @@ pub(super) fn render_entries<'a>(
     } else {
         Err(RenderFailure(errors))
     }
+}
+
+/// Records which entry renders each of `objects`; says so for each object an entry
+/// rendered already (this one, twice in a collection, or another).
+fn twice_rendered<'a>(
+    rendered_by: &mut BTreeMap<ObjectKey, &'a str>,
+    child: &'a str,
+    objects: &[Value],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for key in objects.iter().filter_map(ObjectKey::of_value) {
+        match rendered_by.get(&key) {
+            Some(first) if *first == child => problems.push(format!(
+                "renders {key} twice; each object of a collection needs a name of its own"
+            )),
+            Some(first) => problems.push(format!(
+                "renders {key}, which child `{first}` renders too; one object comes from one child: rename one of them"
+            )),
+            None => {
+                rendered_by.insert(key, child);
+            }
+        }
+    }
+    problems
 }
 
 /// Renders one child's template into labelled, owned objects.

@@ -227,7 +227,7 @@ fn children_appear_in_the_context_as_objects_or_lists() {
         "{}{}{}      collection: true\n",
         child("echo", echo),
         child("one", CM),
-        child("many", CM)
+        child("many", &CM.replace("-cm", "-many"))
     );
     let def = compile(&children, "");
     let cm = |n: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": "team"}});
@@ -602,4 +602,20 @@ fn a_decorator_renders_nothing_for_an_object_it_does_not_match() {
         out.children[0].object["metadata"]["ownerReferences"][0]["blockOwnerDeletion"], false,
         "a decorator needs no write on its parent's finalizers"
     );
+}
+
+#[test]
+fn one_object_rendered_by_two_children_or_twice_by_one_is_an_error_naming_both() {
+    let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: w1-cm\ndata:\n  size: other";
+    let def = compile(&format!("{}{}", child("cm", CM), child("copy", other)), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
+    assert!(
+        err.contains("renders ConfigMap team/w1-cm, which child `cm` renders too") && err.contains("copy"),
+        "{err}"
+    );
+    let twice =
+        "{% for i in parent.spec.items %}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: same\n{% endfor %}";
+    let def = compile(&format!("{}      collection: true\n", child("cms", twice)), "");
+    let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
+    assert!(err.contains("renders ConfigMap team/same twice"), "{err}");
 }

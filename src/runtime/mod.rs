@@ -209,6 +209,15 @@ impl Runtime {
             }
         };
         let mut rx = rx;
+        // What a standby queued while it waited: only the last word on each definition
+        // counts, so a definition removed and added again meanwhile is not stopped.
+        let mut queued = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            queued.push(event);
+        }
+        for event in crate::source::latest(queued) {
+            registry.handle(event);
+        }
         let outcome = tokio::select! {
             _ = async { while let Some(event) = rx.recv().await { registry.handle(event) } } => Ok(()),
             _ = &mut shutdown => {

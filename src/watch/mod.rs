@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector;
 use kube::runtime::watcher::{self, Event, watcher};
@@ -131,7 +131,7 @@ impl HandFed {
         writer.apply_watcher_event(&Event::Init);
         writer.apply_watcher_event(&Event::InitDone);
         let resolved = discovery::Resolved { resource, namespaced };
-        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, None, writer.as_reader()));
         let running = Running {
             key: (gvk.clone(), Selection::All),
             shared,
@@ -251,7 +251,13 @@ impl Watches {
             return Ok(WatchLease { running: r });
         }
         let writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
-        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, writer.as_reader()));
+        // One namespace is watched there alone (least privilege); several share one
+        // cluster-wide watch whose events are filtered (`stencil rbac` grants it).
+        let namespace = match (resolved.namespaced, self.namespaces.as_slice()) {
+            (true, [only]) => Some(only.clone()),
+            _ => None,
+        };
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, namespace, writer.as_reader()));
         let task = tokio::spawn(feed(
             self.stream(&shared, &selection),
             writer,
@@ -276,7 +282,6 @@ impl Watches {
         shared: &SharedWatch,
         selection: &Selection,
     ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
-        let resolved = &shared.resolved;
         let config = match selection {
             Selection::All => watcher::Config::default(),
             Selection::Managed => {
@@ -284,13 +289,9 @@ impl Watches {
             }
             Selection::Labels(query) => watcher::Config::default().labels(query),
         };
-        // One namespace is watched there alone (least privilege); several share one
-        // cluster-wide watch whose events are filtered (`stencil rbac` grants it).
-        let api = match (resolved.namespaced, self.namespaces.as_slice()) {
-            (true, [only]) => Api::namespaced_with(self.client.clone(), only, &resolved.resource),
-            _ => Api::all_with(self.client.clone(), &resolved.resource),
-        };
-        watcher(api, config).backoff(backoff::RetryBackoff::new()).boxed()
+        watcher(shared.api(self.client.clone()), config)
+            .backoff(backoff::RetryBackoff::new())
+            .boxed()
     }
 }
 

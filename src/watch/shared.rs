@@ -22,6 +22,8 @@ pub struct SharedWatch {
     pub gvk: Gvk,
     /// How to reach it and its scope.
     pub resolved: Resolved,
+    /// The one namespace its list and watch are confined to; none for a cluster-wide one.
+    pub namespace: Option<String>,
     /// Every object seen, kept current.
     pub store: Store<DynamicObject>,
     subscribers: Subscribers,
@@ -80,15 +82,25 @@ impl ParentIndex {
 
 impl SharedWatch {
     /// A watch of `gvk` whose events arrive through [`SharedWatch::observe`].
-    pub(super) fn new(gvk: Gvk, resolved: Resolved, store: Store<DynamicObject>) -> Self {
+    pub(super) fn new(gvk: Gvk, resolved: Resolved, namespace: Option<String>, store: Store<DynamicObject>) -> Self {
         SharedWatch {
             gvk,
             resolved,
+            namespace,
             store,
             subscribers: Mutex::new(Vec::new()),
             deletion_subscribers: Mutex::new(Vec::new()),
             failure: tokio::sync::watch::Sender::new(None),
             by_parent: Mutex::new(ParentIndex::default()),
+        }
+    }
+
+    /// The API this watch lists and watches through: a list through it sees what the
+    /// watch would, fresh from the API server.
+    pub fn api(&self, client: kube::Client) -> kube::Api<DynamicObject> {
+        match &self.namespace {
+            Some(ns) => kube::Api::namespaced_with(client, ns, &self.resolved.resource),
+            None => kube::Api::all_with(client, &self.resolved.resource),
         }
     }
 
@@ -234,7 +246,7 @@ mod tests {
             resource: ar,
             namespaced: true,
         };
-        let shared = SharedWatch::new(gvk, resolved, writer.as_reader());
+        let shared = SharedWatch::new(gvk, resolved, None, writer.as_reader());
         (writer, shared)
     }
 
