@@ -202,6 +202,29 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
         })
         .await;
         tokio::time::sleep(Duration::from_secs(5)).await;
-        assert_eq!(writes(&stencil).await - before, 0.0, "writes after convergence");
+        let written = writes(&stencil).await - before;
+        if written != 0.0 {
+            let logs = stencil.logs();
+            let tail: Vec<&str> = logs
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let (_, metrics) = stencil.get("/metrics").await.unwrap_or_default();
+            let applied: Vec<&str> = metrics
+                .lines()
+                .filter(|l| {
+                    l.starts_with("stencil_children_applied_total") || l.starts_with("rest_client_requests_total")
+                })
+                .collect();
+            panic!(
+                "{written} writes after convergence\n{}\nthe log ends:\n{}",
+                applied.join("\n"),
+                tail.join("\n")
+            );
+        }
     }
 }

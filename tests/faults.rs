@@ -768,3 +768,68 @@ async fn a_definition_file_renamed_mid_teardown_releases_nothing_and_leaks_nothi
 async fn a_definition_deleted_and_recreated_mid_teardown_releases_nothing_and_leaks_nothing() {
     a_definition_that_comes_back_mid_teardown(Comeback::Recreated).await;
 }
+
+#[tokio::test]
+async fn a_create_racing_a_hand_made_object_of_the_same_name_never_takes_it() {
+    let client = client().await;
+    let group = unique_group();
+    let ns = TestNamespace::new(&client, "race").await;
+    let _served = serve(&client, &group, definition(&group, &child("cm", CM), "")).await;
+    let api = widgets(&client, &group, &ns.name);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let n = 20;
+    // Each parent and a hand-made object of its child's name are created at once, so
+    // some hand-made objects land between Stencil's read and its create.
+    let races = (0..n).map(|i| {
+        let (api, cms, group) = (api.clone(), cms.clone(), group.clone());
+        async move {
+            let hand: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("w{i}-cm"),
+                "labels": {"test.stencil.dev/hand": "yes"}}, "data": {"size": "made by hand"}}))
+            .unwrap();
+            let params = kube::api::PostParams::default();
+            let parent = widget(&group, &format!("w{i}"), json!({"size": 1}));
+            let (made, _) = tokio::join!(cms.create(&params, &hand), common::create_when_served(&api, &parent));
+            made.ok()
+        }
+    });
+    let made: Vec<ConfigMap> = futures::future::join_all(races).await.into_iter().flatten().collect();
+    wait_for("every parent to settle: Ready, or in Conflict", TIMEOUT, || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        let settled = list.items.iter().filter(|p| {
+            condition(&p.data, "Ready").is_some_and(|c| c["status"] == "True" || c["reason"] == "Conflict")
+        });
+        (settled.count() == n).then_some(())
+    })
+    .await;
+    let check = |when: &'static str| {
+        let (cms, made) = (cms.clone(), made.clone());
+        async move {
+            for before in &made {
+                let name = before.metadata.name.clone().unwrap();
+                let now = cms.get(&name).await.unwrap_or_else(|e| panic!("{name} {when}: {e}"));
+                assert_eq!(now.metadata.uid, before.metadata.uid, "{name} {when}: the same object");
+                assert_eq!(now.data, before.data, "{name} {when}: not written");
+                assert!(
+                    !now.labels().keys().any(|k| k.starts_with("stencil.dev/")) && now.owner_references().is_empty(),
+                    "{name} {when}: Stencil's marks on a hand-made object: {:?}",
+                    now.metadata
+                );
+            }
+        }
+    };
+    check("after the race").await;
+    for i in 0..n {
+        api.delete(&format!("w{i}"), &DeleteParams::default()).await.unwrap();
+    }
+    wait_for("every parent to go", TIMEOUT, || async {
+        api.list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    check("after the parents went").await;
+    assert!(!made.is_empty(), "positive control: the hand-made objects exist");
+}

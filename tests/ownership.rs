@@ -384,3 +384,84 @@ async fn a_finalize_step_that_never_ends_is_cut_off_by_its_timeout() {
     let note = timeouts[0].message.clone().unwrap_or_default();
     assert!(note.contains("within 3s") && note.contains("finalize.until"), "{note}");
 }
+
+#[tokio::test]
+async fn a_foreground_deletion_keeps_orphan_children_and_the_wave_order() {
+    let creds = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-creds\ndata:\n  password: s3cret";
+    let app =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-app\ndata:\n  uses: creds";
+    let kept = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-kept\ndata:\n  keep: me";
+    let entries = format!(
+        "{}{}{}",
+        child("creds", creds),
+        child("app", app).replacen("    - name: app\n", "    - name: app\n      dependsOn: [creds]\n", 1),
+        child("kept", kept).replacen(
+            "    - name: kept\n",
+            "    - name: kept\n      deletionPolicy: Orphan\n",
+            1
+        )
+    );
+    let w = World::new(&entries).await;
+    w.create_widget("db", "unused").await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
+    w.configmaps()
+        .patch("db-app", &PatchParams::default(), &Patch::Merge(&hold))
+        .await
+        .unwrap();
+    // `kubectl delete --cascade=foreground`: the garbage collector deletes every dependent
+    // at once. Stencil's children carry no ownerReference here, so the order is Stencil's.
+    w.widgets().delete("db", &DeleteParams::foreground()).await.unwrap();
+    let message = w.ready_saying("db", "Deleting", "test.stencil.dev/hold").await;
+    assert!(message.contains("then creds"), "{message}");
+    assert!(
+        w.configmaps().get_opt("db-creds").await.unwrap().is_some(),
+        "what the held child depends on is still there"
+    );
+    let release = json!({"metadata": {"finalizers": null}});
+    w.configmaps()
+        .patch("db-app", &PatchParams::default(), &Patch::Merge(&release))
+        .await
+        .unwrap();
+    w.gone("db").await;
+    assert!(w.configmaps().get_opt("db-creds").await.unwrap().is_none());
+    let kept = w
+        .configmaps()
+        .get("db-kept")
+        .await
+        .expect("the Orphan child outlives a foreground deletion");
+    assert!(
+        !kept.labels().keys().any(|k| k.starts_with("stencil.dev/")),
+        "{:?}",
+        kept.labels()
+    );
+}
+
+#[tokio::test]
+async fn an_orphan_cascade_keeps_the_children_the_garbage_collector_orphans() {
+    // A child beside the parent (owned) and one in another namespace (so the parent
+    // carries Stencil's finalizer and Stencil does the teardown).
+    let far = TestNamespace::new(&client().await, "own-far").await;
+    let far_cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ parent.metadata.name }}}}-far\n  namespace: {}\ndata:\n  far: x",
+        far.name
+    );
+    let entries = format!("{}{}", entry(""), child("far", &far_cm));
+    let w = World::with(&entries, &format!("  allowedNamespaces: [{}]\n", far.name)).await;
+    w.create_widget("db", "db-config").await;
+    w.ready_reason("db", "AllChildrenReady").await;
+    // `kubectl delete --cascade=orphan`.
+    w.widgets().delete("db", &DeleteParams::orphan()).await.unwrap();
+    w.gone("db").await;
+    let near = w
+        .configmaps()
+        .get("db-config")
+        .await
+        .expect("the child the user asked to keep");
+    assert!(near.owner_references().is_empty(), "{:?}", near.owner_references());
+    assert!(
+        !near.labels().keys().any(|k| k.starts_with("stencil.dev/")),
+        "kept without Stencil's marks: {:?}",
+        near.labels()
+    );
+}

@@ -2,7 +2,9 @@
 //! object already matches, with the child's update policy. An object that is not this
 //! parent's is never written ([`crate::ownership`]): the child reports a conflict, or
 //! adopts the object when it may. Only `updatePolicy: Recreate` ever deletes a child to
-//! change it; a change the API server refuses as immutable is otherwise reported.
+//! change it; a change the API server refuses as immutable is otherwise reported. Every
+//! write carries a precondition: a create only creates, and an update or an adoption
+//! writes only the object that was judged, by its uid.
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -17,6 +19,33 @@ use crate::labels;
 use crate::metrics;
 use crate::ownership::{self, Verdict};
 use crate::render::DesiredChild;
+
+/// An impossible resourceVersion: server-side apply with it creates an absent object and
+/// refuses (409) to write any existing one, so an object made between the read and the
+/// create is never written.
+pub(super) const CREATE_ONLY: &str = "9223372036854775807";
+
+/// The object to apply, with its precondition: the uid of the live object judged, or
+/// [`CREATE_ONLY`] when there is none.
+fn with_precondition(desired: &Value, live: Option<&Value>) -> Value {
+    let mut body = desired.clone();
+    match live.and_then(|l| l.pointer("/metadata/uid")).and_then(Value::as_str) {
+        Some(uid) => body["metadata"]["uid"] = uid.into(),
+        None => body["metadata"]["resourceVersion"] = CREATE_ONLY.into(),
+    }
+    body
+}
+
+/// Whether a 409 is server-side apply's field conflict (another manager owns a field),
+/// not a failed precondition.
+fn field_conflict(status: &kube::core::Status) -> bool {
+    status.code == 409
+        && status
+            .details
+            .iter()
+            .flat_map(|d| &d.causes)
+            .any(|c| c.reason == "FieldManagerConflict")
+}
 
 /// Where a desired child lives: its kind's API, its key and its live state.
 struct Located {
@@ -111,9 +140,18 @@ pub(super) async fn child(
     };
     if adopting {
         let params = PatchParams::apply(labels::FIELD_MANAGER).force();
-        api.patch(&name, &params, &Patch::Apply(&desired))
+        match api
+            .patch(
+                &name,
+                &params,
+                &Patch::Apply(&with_precondition(&desired, live.as_ref())),
+            )
             .await
-            .map_err(kube_err("adopt"))?;
+        {
+            // Replaced since it was judged: judged again on the next pass.
+            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Soon),
+            other => other.map_err(kube_err("adopt"))?,
+        };
         count(ctx, &desired, "adopted");
         ctx.event(
             parent,
@@ -142,8 +180,11 @@ pub(super) async fn child(
     }
 
     let params = PatchParams::apply(labels::FIELD_MANAGER);
-    let result = match api.patch(&name, &params, &Patch::Apply(&desired)).await {
-        Err(kube::Error::Api(status)) if status.code == 409 => {
+    let body = with_precondition(&desired, live.as_ref());
+    let result = match api.patch(&name, &params, &Patch::Apply(&body)).await {
+        // Another manager took a field of an object that is this parent's: Stencil's
+        // value wins, and the Warning says whose it was. Still only that object, by uid.
+        Err(kube::Error::Api(status)) if live.is_some() && field_conflict(&status) => {
             ctx.event(
                 parent,
                 EventType::Warning,
@@ -151,7 +192,7 @@ pub(super) async fn child(
                 format!("{what}: {}; forcing Stencil's values", status.message),
             )
             .await;
-            api.patch(&name, &params.clone().force(), &Patch::Apply(&desired)).await
+            api.patch(&name, &params.clone().force(), &Patch::Apply(&body)).await
         }
         other => other,
     };
@@ -167,6 +208,9 @@ pub(super) async fn child(
                 .await;
             Ok(Applied::Done)
         }
+        // The object appeared since the read (a create), or was replaced since it was
+        // judged (an update): nothing was written; it is judged again on the next pass.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
         // A change to an immutable field (a Job's template, a claim's storage class) can
         // only be made by recreating the object, which may destroy data: only a child
         // whose author chose Recreate is recreated.

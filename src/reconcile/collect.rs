@@ -76,7 +76,7 @@ pub(super) async fn undecorate(ctx: &Context, parent: &DynamicObject) -> Result<
     if children.is_empty() {
         return Ok(Action::requeue(ctx.resync()));
     }
-    let blocking = finalize::teardown(ctx, parent, &uid, &children, "Pruned").await?;
+    let blocking = finalize::teardown(ctx, parent, &uid, &children, false).await?;
     Ok(if blocking.is_empty() {
         Action::requeue(ctx.resync())
     } else {

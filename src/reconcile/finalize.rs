@@ -27,6 +27,10 @@ use crate::render;
 /// The condition that records the end of the finalize step.
 const FINALIZED: &str = "Finalized";
 
+/// The finalizer the API server puts on an object deleted with `propagationPolicy:
+/// Orphan` (`kubectl delete --cascade=orphan`): its dependents are to be kept.
+const ORPHAN_CASCADE: &str = "orphan";
+
 fn has_finalizer(obj: &DynamicObject) -> bool {
     obj.finalizers().iter().any(|f| f == labels::FINALIZER)
 }
@@ -108,6 +112,24 @@ pub(super) fn policy_of(ctx: &Context, child: &DynamicObject) -> DeletionPolicy 
         .unwrap_or(ctx.def.spec.finalize.deletion_policy)
 }
 
+/// Whether the garbage collector has orphaned a child of a deleted parent: the child would
+/// carry the parent's ownerReference, and it does not any more. That is what a deletion
+/// with `--cascade=orphan` does, so the child is kept even once the API server has taken
+/// the `orphan` finalizer off the parent.
+fn orphaned_by_collector(ctx: &Context, parent: &DynamicObject, child: &DynamicObject) -> bool {
+    if parent.metadata.deletion_timestamp.is_none() || ctx.def.spec.is_decorator() {
+        return false;
+    }
+    let ownable = parent.namespace().is_none() || parent.namespace() == child.namespace();
+    let owned = child
+        .labels()
+        .get(labels::CHILD)
+        .and_then(|name| ctx.def.entry_index(name))
+        .is_some_and(|i| render::collected_by_garbage_collector(&ctx.def, ctx.def.entry(i)));
+    let uid = parent.uid();
+    ownable && owned && !child.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
+}
+
 /// Whether deleting a parent needs Stencil, not only the garbage collector: there is a
 /// finalize step, a child may be orphaned (it must be stripped in time), or children
 /// depend on each other (they go in reverse dependsOn order).
@@ -143,7 +165,10 @@ async fn orphan(ctx: &Context, child: &DynamicObject, uid: &str) -> Result<(), R
     ] {
         strip.insert(key.to_string(), Value::Null);
     }
-    let patch = json!({"metadata": {"ownerReferences": owners, "labels": strip}});
+    // Guarded by the resourceVersion the owners were read at: an owner added meanwhile is
+    // not dropped (the patch fails and the next pass reads again).
+    let patch = json!({"metadata": {"ownerReferences": owners, "labels": strip,
+        "resourceVersion": child.resource_version()}});
     api.patch(&child.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|source| ReconcileError::Kube {
@@ -165,11 +190,14 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     }
     let uid = parent.uid().unwrap_or_default();
     let children = ctx.observed(&uid);
+    // Deleted with `--cascade=orphan`: every child is kept, as the garbage collector keeps
+    // the dependents; the finalize step, which prepares a teardown, does not run.
+    let keep_all = parent.finalizers().iter().any(|f| f == ORPHAN_CASCADE);
     // The `Finalized` condition is the step's record: once it is written, a restarted
     // Stencil goes on with the teardown instead of rendering the finalize children again.
     let finalized = match finalized_condition(parent) {
         Some(c) => Some(c),
-        None if ctx.def.spec.finalize.has_step() => match step(ctx, parent, &children).await? {
+        None if ctx.def.spec.finalize.has_step() && !keep_all => match step(ctx, parent, &children).await? {
             Step::Pending(action) => return Ok(action),
             Step::Done(c) => Some(c),
         },
@@ -181,14 +209,14 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     } else {
         children
     };
-    let mut blocking = phases(ctx, parent, &uid, children).await?;
+    let mut blocking = phases(ctx, parent, &uid, children, keep_all).await?;
     if blocking.is_empty() {
         // The store may lag behind a child created just before the deletion, or a
         // child's watch may be broken: before the finalizer goes, the API server itself
         // says that nothing of the parent's is left.
         let listed = listed_children(ctx, parent, &uid).await?;
         if !listed.is_empty() {
-            blocking = phases(ctx, parent, &uid, listed).await?;
+            blocking = phases(ctx, parent, &uid, listed, keep_all).await?;
         }
     }
     if !blocking.is_empty() {
@@ -207,12 +235,14 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
 }
 
 /// Tears `children` down, the ordinary ones first and the finalize children once those
-/// are gone; returns what is still on its way out.
+/// are gone (or orphans every one, with `keep_all`); returns what is still on its way
+/// out.
 async fn phases(
     ctx: &Context,
     parent: &DynamicObject,
     uid: &str,
     children: Vec<Arc<DynamicObject>>,
+    keep_all: bool,
 ) -> Result<Vec<String>, ReconcileError> {
     let (last, first): (Vec<_>, Vec<_>) = children.into_iter().partition(|c| {
         c.labels()
@@ -220,9 +250,9 @@ async fn phases(
             .and_then(|name| ctx.def.entry_index(name))
             .is_some_and(|i| ctx.def.is_finalize(i))
     });
-    let mut blocking = teardown(ctx, parent, uid, &first, "Deleted").await?;
+    let mut blocking = teardown(ctx, parent, uid, &first, keep_all).await?;
     if blocking.is_empty() {
-        blocking = teardown(ctx, parent, uid, &last, "Deleted").await?;
+        blocking = teardown(ctx, parent, uid, &last, keep_all).await?;
     } else if !last.is_empty() {
         blocking.push("then the finalize children".to_string());
     }
@@ -359,18 +389,24 @@ fn since_deletion(parent: &DynamicObject) -> Duration {
 
 /// Deletes or orphans `children` of one phase (the ordinary ones, or the finalize ones):
 /// deletions in reverse dependsOn order, an entry's objects only once no entry that
-/// depends on it has objects left (a StatefulSet before the Secret it mounts). Returns
-/// what is still on its way out; every failed request is reported.
+/// depends on it has objects left (a StatefulSet before the Secret it mounts). With
+/// `keep_all` every child is orphaned. Returns what is still on its way out; every
+/// failed request is reported.
 pub(super) async fn teardown(
     ctx: &Context,
     parent: &DynamicObject,
     uid: &str,
     children: &[Arc<DynamicObject>],
-    reason: &str,
+    keep_all: bool,
 ) -> Result<Vec<String>, ReconcileError> {
-    let (orphaned, deleted): (Vec<_>, Vec<_>) = children
-        .iter()
-        .partition(|c| policy_of(ctx, c) == DeletionPolicy::Orphan);
+    let reason = if ctx.def.spec.is_decorator() {
+        "Pruned"
+    } else {
+        "Deleted"
+    };
+    let (orphaned, deleted): (Vec<_>, Vec<_>) = children.iter().partition(|c| {
+        keep_all || policy_of(ctx, c) == DeletionPolicy::Orphan || orphaned_by_collector(ctx, parent, c)
+    });
     let mut errors = Vec::new();
     for child in &orphaned {
         if let Err(e) = orphan(ctx, child, uid).await {

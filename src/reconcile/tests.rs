@@ -716,10 +716,11 @@ fn deleted_with_finalizer() -> Value {
 
 #[tokio::test]
 async fn the_finalizer_stays_while_the_api_server_lists_a_child_the_store_does_not_have() {
-    let far = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "w-far", "namespace": "ns", "uid": "far-uid",
-            "labels": {labels::PARENT_UID: "parent-uid", labels::CHILD: "cm", labels::DEFINITION: "widgets.example.org"}}});
-    let mut w = World::existing(DEFINITION, vec![far]);
+    let late = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "w-late", "namespace": "ns", "uid": "late-uid",
+            "labels": {labels::PARENT_UID: "parent-uid", labels::CHILD: "cm", labels::DEFINITION: "widgets.example.org"},
+            "ownerReferences": [{"apiVersion": "example.org/v1", "kind": "Widget", "name": "w", "uid": "parent-uid", "controller": true}]}});
+    let mut w = World::existing(DEFINITION, vec![late]);
     w.parents.apply(deleted_with_finalizer());
     w.seen.lock().unwrap().clear();
     let obj: DynamicObject = serde_json::from_value(deleted_with_finalizer()).unwrap();
@@ -737,7 +738,7 @@ async fn the_finalizer_stays_while_the_api_server_lists_a_child_the_store_does_n
         sent,
         [
             "GET /api/v1/configmaps",
-            "DELETE /api/v1/namespaces/ns/configmaps/w-far",
+            "DELETE /api/v1/namespaces/ns/configmaps/w-late",
             "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
         ],
         "the fresh list finds the child, which is deleted; the finalizer stays"
@@ -765,4 +766,62 @@ async fn a_child_already_gone_does_not_hold_its_parent() {
         finalizers,
         "the finalizer is released: a 404 is not something to wait for"
     );
+}
+
+#[tokio::test]
+async fn a_parent_deleted_with_the_orphan_cascade_keeps_every_child() {
+    let mut w = World::new();
+    w.create_child().await;
+    let mut deleted = deleted_with_finalizer();
+    deleted["metadata"]["finalizers"] = json!(["orphan", labels::FINALIZER]);
+    w.parents.apply(deleted.clone());
+    w.seen.lock().unwrap().clear();
+    let obj: DynamicObject = serde_json::from_value(deleted).unwrap();
+    let _ = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    let seen = w.seen.lock().unwrap().clone();
+    assert!(
+        !seen.iter().any(|s| s.method == "DELETE"),
+        "--cascade=orphan deletes no child: {seen:?}"
+    );
+    let strip = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
+        .expect("the child is orphaned");
+    assert_eq!(strip.body["metadata"]["labels"][labels::PARENT_UID], Value::Null);
+}
+
+#[tokio::test]
+async fn a_create_only_creates_and_an_update_writes_only_the_object_judged() {
+    let mut w = World::new();
+    // An object made between the read and the create: the create-only apply is refused,
+    // and nothing forces it.
+    w.refusals.lock().unwrap().insert(
+        "/api/v1/namespaces/ns/configmaps/w-cm".into(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+            "message": "Operation cannot be fulfilled on configmaps \"w-cm\": the object has been modified"}),
+    );
+    let sent = w.reconcile(parent(None)).await;
+    let writes: Vec<&Seen> = sent
+        .iter()
+        .filter(|s| s.method != "GET" && s.path.ends_with("/configmaps/w-cm"))
+        .collect();
+    assert_eq!(writes.len(), 1, "one create-only apply, never forced: {sent:?}");
+    assert!(!writes[0].query.contains("force"), "{}", writes[0].query);
+    assert_eq!(
+        writes[0].body["metadata"]["resourceVersion"],
+        apply::CREATE_ONLY,
+        "the apply can only create"
+    );
+    w.refusals.lock().unwrap().clear();
+    let child = w.create_child().await;
+    let sent = w.reconcile(resized(4)).await;
+    let update = sent
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
+        .expect("the change is applied");
+    assert_eq!(
+        update.body["metadata"]["uid"], child["metadata"]["uid"],
+        "only the object judged"
+    );
+    assert_eq!(update.body["metadata"].get("resourceVersion"), None);
 }

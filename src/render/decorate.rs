@@ -1,7 +1,10 @@
 //! Checking a rendered object against what its child declares, and giving it the
-//! parent's namespace, Stencil's labels and the parent's ownerReference.
+//! parent's namespace, Stencil's labels and, where the garbage collector may delete it with the
+//! parent, the parent's ownerReference.
 
 use serde_json::{Value, json};
+
+use crate::definition::DeletionPolicy;
 
 use super::*;
 
@@ -102,7 +105,7 @@ pub(super) fn decorate(
     // cluster-scoped owner. A decorator's does not block its owner's deletion: that would
     // need a write on the decorated kind (its finalizers), which a decorator never has.
     let ownable = info.namespace.is_none() || (namespaced && namespace.as_deref() == info.namespace);
-    if ownable {
+    if ownable && collected_by_garbage_collector(info.def, child) {
         let mut owner = json!({
             "apiVersion": info.def.spec.parent.api_version,
             "kind": info.def.spec.parent.kind,
@@ -121,4 +124,18 @@ pub(super) fn decorate(
         refs.push(owner);
     }
     Ok(doc)
+}
+
+/// Whether the garbage collector may delete this child with its parent: it may not when
+/// the child outlives its parent (`deletionPolicy: Orphan`), nor when Stencil orders the
+/// teardown (dependsOn waves, a finalize step that may need the children). A foreground
+/// deletion (`kubectl delete --cascade=foreground`) has the collector delete every
+/// dependent at once; without an ownerReference the child is Stencil's to delete, under
+/// its finalizer, in order.
+pub fn collected_by_garbage_collector(def: &CompiledDefinition, child: &Child) -> bool {
+    let spec = &def.spec;
+    let orphan = child.deletion_policy.unwrap_or(spec.finalize.deletion_policy) == DeletionPolicy::Orphan;
+    let ordered =
+        !spec.is_decorator() && (spec.finalize.has_step() || spec.children.iter().any(|c| !c.depends_on.is_empty()));
+    !orphan && !ordered
 }

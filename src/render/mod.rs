@@ -11,6 +11,7 @@ mod finalize;
 mod lookups;
 mod status;
 
+pub use decorate::collected_by_garbage_collector;
 pub(crate) use decorate::label_value;
 use entries::render_entries;
 pub use finalize::{FinalizeOutput, render_finalize};

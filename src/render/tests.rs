@@ -619,3 +619,31 @@ fn one_object_rendered_by_two_children_or_twice_by_one_is_an_error_naming_both()
     let err = Inputs::new().run(&def, &parent()).unwrap_err().to_string();
     assert!(err.contains("renders ConfigMap team/same twice"), "{err}");
 }
+
+#[test]
+fn a_child_the_garbage_collector_must_not_take_carries_no_owner_reference() {
+    let plain = compile(&child("cm", CM), "");
+    let out = Inputs::new().run(&plain, &parent()).unwrap();
+    assert!(
+        out.children[0].object["metadata"]["ownerReferences"].is_array(),
+        "positive control"
+    );
+    let orphan = compile(&format!("{}      deletionPolicy: Orphan\n", child("cm", CM)), "");
+    let out = Inputs::new().run(&orphan, &parent()).unwrap();
+    assert_eq!(
+        out.children[0].object["metadata"].get("ownerReferences"),
+        None,
+        "an Orphan child outlives a foreground deletion"
+    );
+    let other = CM.replace("-cm", "-other");
+    let waves = compile(
+        &format!("{}{}      dependsOn: [cm]\n", child("cm", CM), child("other", &other)),
+        "",
+    );
+    let out = Inputs::new().run(&waves, &parent()).unwrap();
+    assert_eq!(
+        out.children[0].object["metadata"].get("ownerReferences"),
+        None,
+        "Stencil orders this teardown, not the garbage collector"
+    );
+}
