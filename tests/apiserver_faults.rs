@@ -173,6 +173,47 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     assert_eq!(writes(&stencil).await - quiet, 0.0, "a relist wrote");
     assert_invariants(&client, &api, &[ns.name.as_str()]).await;
 
+    // Parents created and edited while the watches relist after another compaction: the
+    // relist publishes them only once its store holds them, so none is dropped as not
+    // found and none is rendered from its old copy.
+    apiserver(&["kill"]);
+    let put = etcd(
+        &etcd_url,
+        "/v3/kv/put",
+        json!({"key": "c3RlbmNpbC1mYXVsdA==", "value": "eQ=="}),
+    )
+    .await;
+    let revision = put["header"]["revision"].as_str().unwrap().to_string();
+    etcd(
+        &etcd_url,
+        "/v3/kv/compaction",
+        json!({"revision": revision, "physical": true}),
+    )
+    .await;
+    apiserver(&["start"]);
+    let during = 20;
+    create(&api, &group, (0..during).map(|i| format!("d{i}"))).await;
+    for i in 0..5 {
+        let edit = json!({"spec": {"size": 2}});
+        api.patch(&format!("w{i}"), &PatchParams::default(), &Patch::Merge(&edit))
+            .await
+            .unwrap();
+    }
+    let first = first + during;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "the parents made and edited during the relist to converge",
+        Duration::from_secs(30),
+        || async {
+            for i in 0..5 {
+                let cm = cms.get_opt(&format!("w{i}-cm")).await.ok()??;
+                (cm.data?.get("size")? == "2").then_some(())?;
+            }
+            (count_ready(&api).await == first).then_some(())
+        },
+    )
+    .await;
+
     // API server loss in the middle of reconciling.
     let (batch, outages): (usize, &[u64]) = if full_faults() { (200, &[5, 60]) } else { (30, &[5]) };
     let mut expected = first;

@@ -63,13 +63,30 @@ impl Pair {
             spawn_stencil(&args, &kubeconfig, dir.path().join("b.log")),
         ];
         let gauge = format!("leader_election_master_status{{name=\"{lease}\"}}");
-        let leader = wait_for("one leader and one standby", Duration::from_secs(60), || async {
-            match (procs[0].metric(&gauge).await, procs[1].metric(&gauge).await) {
-                (Some(x), Some(y)) if x + y == 1.0 => Some(if x == 1.0 { 0 } else { 1 }),
-                _ => None,
+        let settled = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                match (procs[0].metric(&gauge).await, procs[1].metric(&gauge).await) {
+                    (Some(x), Some(y)) if x + y == 1.0 => return if x == 1.0 { 0 } else { 1 },
+                    _ => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
             }
         })
         .await;
+        let leader = match settled {
+            Ok(leader) => leader,
+            Err(_) => {
+                let tail = |p: &Process| {
+                    let logs = p.logs();
+                    let lines: Vec<&str> = logs.lines().collect();
+                    lines[lines.len().saturating_sub(15)..].join("\n")
+                };
+                panic!(
+                    "no leader and standby within 60 s\n--- a.log:\n{}\n--- b.log:\n{}",
+                    tail(&procs[0]),
+                    tail(&procs[1])
+                );
+            }
+        };
         Pair {
             client,
             ns,

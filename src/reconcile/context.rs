@@ -45,8 +45,9 @@ pub struct Context {
     /// Event recorder.
     pub recorder: Recorder,
     pub(super) failures: Mutex<HashMap<ParentRef, u32>>,
-    /// The last request the API server refused, with the rule that is missing.
-    pub(super) forbidden: Mutex<Option<String>>,
+    /// The requests the API server refused, by parent, with what is needed: one parent's
+    /// success does not clear another's refusal.
+    pub(super) forbidden: Mutex<HashMap<ParentRef, String>>,
     /// When the oldest unserved reconcile request of each parent arrived.
     pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
     pub(super) readers: Mutex<Readers>,
@@ -108,7 +109,7 @@ impl Context {
             scopes: Arc::new(scopes),
             recorder,
             failures: Mutex::new(HashMap::new()),
-            forbidden: Mutex::new(None),
+            forbidden: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             readers: Mutex::new(Readers::default()),
             selections: Mutex::new(Readers::default()),
@@ -131,10 +132,14 @@ impl Context {
     /// Why this definition's controller cannot do its job, if it cannot: a failing watch
     /// or a refused request.
     pub fn problem(&self) -> Option<String> {
-        self.watched()
-            .filter_map(SharedWatch::error)
-            .next()
-            .or_else(|| self.forbidden.lock().expect("forbidden lock").clone())
+        self.watched().filter_map(SharedWatch::error).next().or_else(|| {
+            let forbidden = self.forbidden.lock().expect("forbidden lock");
+            let first = forbidden.values().min()?;
+            Some(match forbidden.len() {
+                1 => first.clone(),
+                n => format!("{first} (and {} more parents)", n - 1),
+            })
+        })
     }
 
     /// Drops the state of every parent that is no longer in the store: a deletion that
@@ -149,9 +154,11 @@ impl Context {
             let waiting = self.waiting.lock().expect("waiting lock");
             let conflicts = self.conflicts.lock().expect("conflicts lock");
             let outcomes = self.outcomes.lock().expect("outcomes lock");
+            let forbidden = self.forbidden.lock().expect("forbidden lock");
             pending
                 .keys()
                 .chain(failures.keys())
+                .chain(forbidden.keys())
                 .chain(readers.parents())
                 .chain(selections.parents())
                 .chain(waiting.parents())
@@ -202,6 +209,7 @@ impl Context {
         self.waiting.lock().expect("waiting lock").forget(parent);
         self.conflicts.lock().expect("conflicts lock").remove(parent);
         self.outcomes.lock().expect("outcomes lock").remove(parent);
+        self.forbidden.lock().expect("forbidden lock").remove(parent);
     }
 
     /// Whether this definition decorates `parent` now (always, for a composite one).

@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// The API server refused or failed a request.
-    #[error("{action} {object}: {source}")]
+    #[error("{action} {object}: {}", said(source))]
     Kube {
         /// What Stencil was doing.
         action: &'static str,
@@ -26,6 +26,16 @@ pub enum ReconcileError {
     /// The render task died (a bug in Stencil, never the template's fault).
     #[error("the render of {0} did not finish: {1}")]
     RenderAborted(String, String),
+}
+
+/// What the API server said, in its own words: its message, reason and code, not a dump
+/// of the response.
+pub fn said(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if status.reason.is_empty() => format!("{} ({})", status.message, status.code),
+        kube::Error::Api(status) => format!("{} ({}, {})", status.message, status.reason, status.code),
+        other => other.to_string(),
+    }
 }
 
 impl ReconcileError {
@@ -62,6 +72,19 @@ impl ReconcileError {
             return None;
         };
         (status.code == 403).then(|| {
+            // Not every 403 is a missing rule.
+            if status.message.contains("being terminated") {
+                return format!(
+                    "cannot {action} {object}: {}; nothing to grant, the namespace is being deleted",
+                    status.message
+                );
+            }
+            if status.message.contains("blockOwnerDeletion") {
+                return format!(
+                    "cannot {action} {object}: {}; grant `update` on the parent kind's `finalizers` subresource (`stencil rbac` does)",
+                    status.message
+                );
+            }
             let rule = status
                 .details
                 .as_ref()
@@ -79,5 +102,58 @@ impl ReconcileError {
                 status.message
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: u16, reason: &str, message: &str) -> ReconcileError {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": reason, "message": message,
+            "details": {"group": "rbac.authorization.k8s.io", "kind": "clusterroles"}}))
+        .unwrap();
+        ReconcileError::Kube {
+            action: "apply",
+            object: "ClusterRole reader".into(),
+            source: kube::Error::Api(Box::new(status)),
+        }
+    }
+
+    #[test]
+    fn an_api_error_is_said_in_words_not_dumped() {
+        let e = refused(403, "Forbidden", "clusterroles.rbac.authorization.k8s.io is forbidden");
+        assert_eq!(
+            e.to_string(),
+            "apply ClusterRole reader: clusterroles.rbac.authorization.k8s.io is forbidden (Forbidden, 403)"
+        );
+    }
+
+    #[test]
+    fn a_403_names_what_is_actually_needed() {
+        let rule = refused(403, "Forbidden", "clusterroles is forbidden")
+            .forbidden()
+            .unwrap();
+        assert!(rule.contains("add the rule"), "{rule}");
+        let terminating = refused(
+            403,
+            "Forbidden",
+            "unable to create new content in namespace shop because it is being terminated",
+        )
+        .forbidden()
+        .unwrap();
+        assert!(
+            terminating.contains("nothing to grant") && !terminating.contains("add the rule"),
+            "{terminating}"
+        );
+        let owner = refused(
+            403,
+            "Forbidden",
+            "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on",
+        )
+        .forbidden()
+        .unwrap();
+        assert!(owner.contains("`finalizers` subresource"), "{owner}");
     }
 }

@@ -91,7 +91,7 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     match &result {
         Ok(_) => {
             ctx.failures.lock().expect("failures lock").remove(&me);
-            ctx.forbidden.lock().expect("forbidden lock").take();
+            ctx.forbidden.lock().expect("forbidden lock").remove(&me);
         }
         Err(e) => {
             ctx.metrics
@@ -99,7 +99,10 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
                 .get_or_create(&metrics::controller(&name))
                 .inc();
             if let Some(message) = e.forbidden() {
-                *ctx.forbidden.lock().expect("forbidden lock") = Some(message);
+                ctx.forbidden
+                    .lock()
+                    .expect("forbidden lock")
+                    .insert(me.clone(), message);
             }
         }
     }
@@ -147,6 +150,8 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     let mut requeue: Option<Duration> = None;
     let mut conflicts: Vec<(ObjectKey, String)> = Vec::new();
     let mut immutable: Vec<String> = Vec::new();
+    // One child's failure does not hold back the others; it stops the prune.
+    let mut failed: Option<ReconcileError> = None;
     for batch in out.children.chunks(APPLY_CONCURRENCY) {
         let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
         for (result, child) in futures::future::join_all(applies).await.into_iter().zip(batch) {
@@ -161,17 +166,17 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
                     }
                 }
                 Err(e) => {
-                    // The parent says why it is not Ready; the error is retried with backoff.
-                    let failed = render::not_ready(&out.status, "ApplyFailed", &e.to_string());
-                    if let Err(status_error) = status::write(ctx, parent, &failed).await {
-                        tracing::warn!(error = %status_error, "could not write the status");
-                    }
-                    return Err(e);
+                    failed.get_or_insert(e);
                 }
             }
         }
     }
-    prune::run(ctx, parent, &out, &observed_objects).await?;
+    if let Some(e) = failed {
+        return Err(not_ready_after(ctx, parent, &out.status, "ApplyFailed", e).await);
+    }
+    if let Err(e) = prune::run(ctx, parent, &out, &observed_objects).await {
+        return Err(not_ready_after(ctx, parent, &out.status, "PruneFailed", e).await);
+    }
     let me = ctx.parent_ref(parent);
     // A conflict needs another's object to go; an immutable change needs the author or
     // the user. Either holds the parent back, said once, with nothing deleted.
@@ -211,6 +216,22 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         }
     }
     Ok(Action::requeue(requeue.map_or(ctx.resync(), |r| r.min(ctx.resync()))))
+}
+
+/// Says on the parent's status why it is not Ready (`reason`, and the error), and hands
+/// the error back to be retried with backoff.
+async fn not_ready_after(
+    ctx: &Context,
+    parent: &DynamicObject,
+    rendered: &Value,
+    reason: &str,
+    error: ReconcileError,
+) -> ReconcileError {
+    let status = render::not_ready(rendered, reason, &error.to_string());
+    if let Err(status_error) = status::write(ctx, parent, &status).await {
+        tracing::warn!(error = %status_error, "could not write the status");
+    }
+    error
 }
 
 /// The sooner of a planned requeue and `after`.

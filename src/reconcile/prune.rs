@@ -2,12 +2,13 @@
 //! waiting child entry are kept; nothing is pruned after a failed render (the caller
 //! never gets here then). Only this parent's objects are seen here (its parent-uid
 //! label); one already terminating is not deleted again, and one failed deletion does not
-//! stop the others.
+//! stop the others: each is published as a Warning event, and the parent's status says so.
 
 use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 
 use super::context::describe;
 use super::{Context, ReconcileError, apply, to_json};
@@ -40,6 +41,13 @@ pub(super) async fn run(
             continue;
         };
         if let Err(source) = apply::delete(ctx, parent, &api, &obj.name_any(), &live, "Pruned").await {
+            ctx.event(
+                parent,
+                EventType::Warning,
+                "Error",
+                format!("could not prune {}: {source}", describe(&live)),
+            )
+            .await;
             errors.push(ReconcileError::Kube {
                 action: "prune",
                 object: describe(&live),

@@ -825,3 +825,105 @@ async fn a_create_only_creates_and_an_update_writes_only_the_object_judged() {
     );
     assert_eq!(update.body["metadata"].get("resourceVersion"), None);
 }
+
+#[tokio::test]
+async fn a_child_finds_its_parent_by_uid_when_the_name_is_too_long_for_a_label() {
+    let mut w = World::new();
+    let long = "w".repeat(70);
+    let mut p = parent(None);
+    p["metadata"]["name"] = json!(long);
+    w.parents.apply(p);
+    let hashed = crate::render::label_value(&long);
+    assert_ne!(hashed, long, "positive control: the label holds another name");
+    let child: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "ns", "labels": {
+            labels::DEFINITION: "widgets.example.org", labels::PARENT_NAME: hashed,
+            labels::PARENT_NAMESPACE: "ns", labels::PARENT_UID: "parent-uid"}}}))
+    .unwrap();
+    let found = triggers::child_parent(&w.ctx, &child).expect("a parent");
+    assert_eq!(found.name, long, "the child's event wakes the parent that exists");
+}
+
+#[tokio::test]
+async fn one_failed_child_does_not_hold_back_the_later_ones_and_nothing_is_pruned() {
+    let many = DEFINITION.replace(
+        "    - name: cm\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: {{ parent.metadata.name }}-cm\n",
+        "    - name: cm\n      collection: true\n      template: |\n        {% for i in range(12) %}\n        ---\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: {{ parent.metadata.name }}-cm-{{ i }}\n        {% endfor %}\n",
+    );
+    let mut w = World::with(&many.replace("        data:\n          size: {{ parent.spec.size | quote }}\n", ""));
+    w.refusals.lock().unwrap().insert(
+        "/api/v1/namespaces/ns/configmaps/w-cm-0".into(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd is slow"}),
+    );
+    w.parents.apply(parent(None));
+    let obj: DynamicObject = serde_json::from_value(parent(None)).unwrap();
+    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    assert!(result.is_err(), "the failure is retried");
+    let applied = w
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.method == "PATCH" && s.path.contains("/configmaps/w-cm-"))
+        .count();
+    assert_eq!(applied, 12, "every child was applied, in every batch");
+}
+
+#[tokio::test]
+async fn a_failed_prune_is_said_on_the_status_and_in_an_event() {
+    let mut w = World::new();
+    let mut old = w.create_child().await;
+    old["metadata"]["name"] = json!("w-old");
+    old["metadata"]["uid"] = json!("old-uid");
+    w.children.apply(old);
+    w.refusals.lock().unwrap().insert(
+        "/api/v1/namespaces/ns/configmaps/w-old".into(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError", "code": 500, "message": "etcd is slow"}),
+    );
+    w.parents.apply(parent(None));
+    w.seen.lock().unwrap().clear();
+    let obj: DynamicObject = serde_json::from_value(parent(None)).unwrap();
+    assert!(reconcile(Arc::new(obj), w.ctx.clone()).await.is_err(), "retried");
+    let status = w
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|s| s.path.ends_with("/widgets/w/status"))
+        .map(|s| s.body["status"].clone())
+        .expect("the status is written");
+    assert!(status.to_string().contains("PruneFailed"), "{status}");
+    assert_eq!(events(&w, "Error"), 1, "the failed delete is published");
+}
+
+#[tokio::test]
+async fn one_parents_refusal_stays_on_the_definition_while_another_parent_succeeds() {
+    let mut w = World::new();
+    w.refusals.lock().unwrap().insert(
+        "/api/v1/namespaces/ns/configmaps/w-cm".into(),
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+            "message": "configmaps \"w-cm\" is forbidden", "details": {"kind": "configmaps"}}),
+    );
+    w.parents.apply(parent(None));
+    let refused: DynamicObject = serde_json::from_value(parent(None)).unwrap();
+    assert!(reconcile(Arc::new(refused), w.ctx.clone()).await.is_err());
+    assert!(
+        w.ctx.problem().is_some_and(|p| p.contains("forbidden")),
+        "{:?}",
+        w.ctx.problem()
+    );
+    let mut other = parent(None);
+    other["metadata"]["name"] = json!("v");
+    other["metadata"]["uid"] = json!("other-uid");
+    w.parents.apply(other.clone());
+    let other: DynamicObject = serde_json::from_value(other).unwrap();
+    reconcile(Arc::new(other), w.ctx.clone())
+        .await
+        .expect("the other parent is served");
+    assert!(
+        w.ctx.problem().is_some_and(|p| p.contains("w-cm")),
+        "another parent's success does not clear the refusal: {:?}",
+        w.ctx.problem()
+    );
+}

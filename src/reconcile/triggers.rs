@@ -76,10 +76,14 @@ fn selection_readers(ctx: &Context, obj: &DynamicObject) -> Vec<ParentRef> {
 }
 
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
-fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ParentRef> {
+pub(super) fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ParentRef> {
     let l = child.labels();
     if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::render::label_value(&ctx.def.name).as_str()) {
         return None;
+    }
+    // A name too long for a label is hashed in `stencil.dev/parent-name`: the UID says.
+    if let Some(r) = l.get(labels::PARENT_UID).and_then(|uid| ctx.parents.long_named(uid)) {
+        return Some(r);
     }
     let name = l.get(labels::PARENT_NAME)?;
     let mut r = ObjectRef::new_with(name, ctx.parents.resolved.resource.clone());

@@ -32,6 +32,20 @@ pub struct SharedWatch {
     /// Objects by their `stencil.dev/definition` and `stencil.dev/parent-uid` labels, so
     /// a reconcile finds a parent's children without scanning the store.
     by_parent: Mutex<ParentIndex>,
+    /// A relist under way: the store keeps its old state until the relist is done.
+    relist: Mutex<Option<Relist>>,
+    /// Objects whose name is too long for a label value, by UID: a child's
+    /// `stencil.dev/parent-name` label holds a hashed form of such a name, so its parent
+    /// is found by the `stencil.dev/parent-uid` label instead.
+    long_named: Mutex<HashMap<String, ObjectRef<DynamicObject>>>,
+}
+
+/// What a relist has seen so far, to publish once the store holds it.
+struct Relist {
+    /// The store before the relist: what is missing from it after was deleted meanwhile.
+    before: Vec<Arc<DynamicObject>>,
+    /// Every object the relist listed.
+    listed: Vec<ObjectRef<DynamicObject>>,
 }
 
 /// Object keys by definition (`stencil.dev/definition`) and parent UID, and each
@@ -92,6 +106,8 @@ impl SharedWatch {
             deletion_subscribers: Mutex::new(Vec::new()),
             failure: tokio::sync::watch::Sender::new(None),
             by_parent: Mutex::new(ParentIndex::default()),
+            relist: Mutex::new(None),
+            long_named: Mutex::new(HashMap::new()),
         }
     }
 
@@ -177,9 +193,35 @@ impl SharedWatch {
         }
         self.index(event);
         match event {
-            Event::Apply(o) | Event::InitApply(o) => self.publish_stored(o),
+            Event::Apply(o) => self.publish_stored(o),
             Event::Delete(o) => self.publish_deletion(o),
-            Event::Init | Event::InitDone => {}
+            // The store swaps in a relist's objects only at its end: a subscriber that
+            // looked one up before would miss a new object or read an old copy, so they
+            // are published then, with what the relist found deleted.
+            Event::Init => {
+                *self.relist.lock().expect("relist lock") = Some(Relist {
+                    before: self.store.state(),
+                    listed: Vec::new(),
+                });
+            }
+            Event::InitApply(o) => match self.relist.lock().expect("relist lock").as_mut() {
+                Some(relist) => relist.listed.push(self.key(o)),
+                None => self.publish_stored(o),
+            },
+            Event::InitDone => {
+                let Some(relist) = self.relist.lock().expect("relist lock").take() else {
+                    return;
+                };
+                for key in &relist.listed {
+                    if let Some(stored) = self.store.get(key) {
+                        send_all(&self.subscribers, &stored);
+                    }
+                }
+                for gone in relist.before.iter().filter(|o| self.store.get(&self.key(o)).is_none()) {
+                    send_all(&self.subscribers, gone);
+                    send_all(&self.deletion_subscribers, gone);
+                }
+            }
         }
     }
 
@@ -189,18 +231,43 @@ impl SharedWatch {
 
     fn index(&self, event: &Event<DynamicObject>) {
         let mut index = self.by_parent.lock().expect("index lock");
+        let mut long_named = self.long_named.lock().expect("long names lock");
+        let long = |o: &DynamicObject| {
+            let name = o.metadata.name.as_deref().unwrap_or_default();
+            let uid = o
+                .metadata
+                .uid
+                .clone()
+                .filter(|_| crate::render::label_value(name) != name);
+            uid.map(|uid| (uid, self.key(o)))
+        };
         match event {
-            Event::Apply(o) | Event::InitApply(o) => index.insert(self.key(o), o),
-            Event::Delete(o) => index.remove(&self.key(o)),
+            Event::Apply(o) | Event::InitApply(o) => {
+                index.insert(self.key(o), o);
+                long_named.extend(long(o));
+            }
+            Event::Delete(o) => {
+                index.remove(&self.key(o));
+                if let Some((uid, _)) = long(o) {
+                    long_named.remove(&uid);
+                }
+            }
             Event::Init => {}
             // A relist may have dropped objects deleted meanwhile: rebuild from the store.
             Event::InitDone => {
                 *index = ParentIndex::default();
+                long_named.clear();
                 for o in self.store.state() {
                     index.insert(self.key(&o), &o);
+                    long_named.extend(long(&o));
                 }
             }
         }
+    }
+
+    /// The object of `uid`, when its name is too long for a label value.
+    pub fn long_named(&self, uid: &str) -> Option<ObjectRef<DynamicObject>> {
+        self.long_named.lock().expect("long names lock").get(uid).cloned()
     }
 
     /// Publishes the store's own copy of an object that was just stored, sparing a deep
@@ -253,6 +320,46 @@ mod tests {
     fn feed(writer: &mut Writer<DynamicObject>, shared: &SharedWatch, event: Event<DynamicObject>) {
         writer.apply_watcher_event(&event);
         shared.observe(&event);
+    }
+
+    /// A relist's objects reach subscribers only once the store holds them: a parent
+    /// created during the relist is found, one edited is read at its new version, and one
+    /// deleted meanwhile is published as deleted.
+    #[test]
+    fn a_relist_publishes_what_the_store_holds_after_it() {
+        let (mut writer, shared) = watch();
+        feed(&mut writer, &shared, Event::Apply(configmap("kept", "u1")));
+        feed(&mut writer, &shared, Event::Apply(configmap("deleted", "u1")));
+        let mut rx = shared.subscribe();
+        let mut deletions = shared.subscribe_deletions();
+        while rx.try_recv().is_ok() {}
+        let mut edited = configmap("kept", "u1");
+        edited.metadata.resource_version = Some("2".into());
+        feed(&mut writer, &shared, Event::Init);
+        feed(&mut writer, &shared, Event::InitApply(edited));
+        feed(&mut writer, &shared, Event::InitApply(configmap("new", "u1")));
+        assert!(rx.try_recv().is_err(), "nothing is published before the store holds it");
+        feed(&mut writer, &shared, Event::InitDone);
+        let mut published = Vec::new();
+        while let Ok(o) = rx.try_recv() {
+            let name = o.metadata.name.clone().unwrap();
+            let stored = shared
+                .store
+                .get(&shared.key(&o))
+                .map(|s| s.metadata.resource_version.clone());
+            published.push((name, stored.is_some(), o.metadata.resource_version.clone()));
+        }
+        assert_eq!(
+            published,
+            [
+                ("kept".to_string(), true, Some("2".to_string())),
+                ("new".to_string(), true, None),
+                ("deleted".to_string(), false, None),
+            ],
+            "each listed object is in the store when published; the deleted one is not"
+        );
+        let gone = deletions.try_recv().expect("the deletion is published");
+        assert_eq!(gone.metadata.name.as_deref(), Some("deleted"));
     }
 
     #[test]
