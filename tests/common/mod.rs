@@ -301,7 +301,6 @@ pub fn run_tool(name: &str, args: &[&str]) -> String {
 pub struct Process {
     pub child: std::process::Child,
     pub log: std::path::PathBuf,
-    pub metrics: String,
 }
 
 impl Drop for Process {
@@ -317,10 +316,23 @@ impl Process {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Where it serves its HTTP endpoint, as its log says once it is bound.
+    pub fn metrics_addr(&self) -> Option<String> {
+        let logs = self.logs();
+        let line = logs.lines().rev().find(|l| l.contains("serving /metrics"))?;
+        let port: String = line
+            .rsplit("127.0.0.1:")
+            .next()?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        (!port.is_empty()).then(|| format!("127.0.0.1:{port}"))
+    }
+
     /// GETs a path of its HTTP endpoint; `None` while it does not answer.
     pub async fn get(&self, path: &str) -> Option<(u16, String)> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::TcpStream::connect(&self.metrics).await.ok()?;
+        let mut stream = tokio::net::TcpStream::connect(self.metrics_addr()?).await.ok()?;
         let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.ok()?;
         let mut response = String::new();
@@ -373,7 +385,6 @@ pub fn spawn_stencil_env(
     log: std::path::PathBuf,
     env: &[(&str, String)],
 ) -> Process {
-    let metrics = format!("127.0.0.1:{}", free_port());
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -381,7 +392,9 @@ pub fn spawn_stencil_env(
         .unwrap();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
         .arg("run")
-        .arg(format!("--metrics-addr={metrics}"))
+        // Port 0: the process binds a free port and logs it, so processes started at
+        // once never race for one.
+        .arg("--metrics-addr=127.0.0.1:0")
         .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("KUBECONFIG", kubeconfig)
@@ -390,7 +403,7 @@ pub fn spawn_stencil_env(
         .stderr(file)
         .spawn()
         .expect("start stencil");
-    Process { child, log, metrics }
+    Process { child, log }
 }
 
 /// A ConfigMap child whose data follows `spec.size`.
