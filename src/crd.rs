@@ -323,23 +323,6 @@ pub fn is_ours(live: &CustomResourceDefinition) -> bool {
     installed || handed_over
 }
 
-/// Who wrote a CRD, from its managed fields.
-fn managers(live: &CustomResourceDefinition) -> String {
-    let mut names: Vec<&str> = live
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.as_deref())
-        .collect();
-    names.dedup();
-    if names.is_empty() {
-        "no field manager recorded".into()
-    } else {
-        format!("field managers: {}", names.join(", "))
-    }
-}
-
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
 /// Established.
@@ -369,7 +352,7 @@ pub async fn install(
     {
         return Err(CrdError::NotOurs {
             name,
-            managers: managers(live),
+            managers: crate::ownership::managers(&serde_json::to_value(live).unwrap_or_default()),
             adopt: labels::ADOPT_CRD,
             location: def.crd_location(),
         });
@@ -413,90 +396,4 @@ pub async fn install(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    #[test]
-    fn the_chart_ships_the_generated_crd() {
-        let generated = crate::yaml::to_stream(&[serde_json::to_value(operator_definition_crd()).unwrap()]).unwrap();
-        let shipped = include_str!("../charts/stencil/crds/operatordefinitions.stencil.dev.yaml");
-        assert!(
-            shipped == generated,
-            "charts/stencil/crds/operatordefinitions.stencil.dev.yaml is stale; run `make chart`"
-        );
-    }
-
-    #[test]
-    fn the_operator_definition_crd_is_cluster_scoped_with_status() {
-        let crd = operator_definition_crd();
-        assert_eq!(crd.metadata.name.as_deref(), Some("operatordefinitions.stencil.dev"));
-        assert_eq!(crd.spec.scope, "Cluster");
-        assert_eq!(crd.spec.names.short_names, Some(vec!["opdef".to_string()]));
-        let v = &crd.spec.versions[0];
-        assert!(v.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
-        let schema = serde_json::to_value(v.schema.as_ref().unwrap()).unwrap();
-        assert_eq!(
-            schema.pointer("/openAPIV3Schema/properties/spec/properties/children/items/properties/template/type"),
-            Some(&Value::from("string"))
-        );
-    }
-
-    #[test]
-    fn a_crd_is_ours_when_stencil_installed_it_or_its_owner_handed_it_over() {
-        let mut live: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Namespaced", "versions": [],
-                "names": {"plural": "widgets", "kind": "Widget"}}}))
-        .unwrap();
-        assert!(!is_ours(&live), "a CRD without Stencil's label is not ours");
-        live.metadata.annotations = Some([(labels::ADOPT_CRD.to_string(), "true".to_string())].into());
-        assert!(is_ours(&live), "handed over");
-        live.metadata.annotations = None;
-        live.metadata.labels = Some([(labels::MANAGED_BY.to_string(), labels::MANAGED_BY_VALUE.to_string())].into());
-        assert!(is_ours(&live), "installed by Stencil");
-    }
-
-    #[test]
-    fn the_verdict_creates_skips_updates_or_refuses() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
-        let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
-        assert!(diags.0.is_empty(), "{diags}");
-        let def = &defs[0];
-        let (desired, v) = verdict(def, None, None).unwrap().unwrap();
-        assert_eq!(v, Verdict::Create);
-        let mut live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
-        assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Unchanged);
-        if let Some(a) = live.metadata.annotations.as_mut() {
-            a.clear();
-        }
-        assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Update);
-        let schema = live.spec.versions[2]
-            .schema
-            .as_mut()
-            .unwrap()
-            .open_api_v3_schema
-            .as_mut()
-            .unwrap();
-        schema
-            .properties
-            .as_mut()
-            .unwrap()
-            .get_mut("spec")
-            .unwrap()
-            .properties
-            .as_mut()
-            .unwrap()
-            .insert(
-                "legacy".into(),
-                JSONSchemaProps {
-                    type_: Some("string".into()),
-                    ..Default::default()
-                },
-            );
-        let Verdict::Breaking(changes) = verdict(def, Some(&live), None).unwrap().unwrap().1 else {
-            panic!("a property the definition drops is breaking")
-        };
-        assert!(changes[0].contains("v1: .spec.legacy is removed"), "{changes:?}");
-    }
-}
+mod tests;

@@ -103,7 +103,7 @@ pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, defi
 }
 
 /// Who wrote an object, from its managed fields.
-fn managers(live: &Value) -> String {
+pub(crate) fn managers(live: &Value) -> String {
     let mut names: Vec<&str> = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)

@@ -51,6 +51,31 @@ async fn etcd(url: &str, path: &str, body: Value) -> Value {
     serde_json::from_str(&json[start..=end]).unwrap()
 }
 
+/// Kills the API server, moves etcd on and compacts away the revisions the watches would
+/// resume from, and starts the API server again: every watch gets 410 Gone and relists.
+async fn expire_watches() {
+    let etcd_url = apiserver(&["etcd-url"]);
+    apiserver(&["kill"]);
+    let mut revision = String::new();
+    for _ in 0..5 {
+        // Key `stencil-fault`, value `x`, base64 as the gateway wants them.
+        let put = etcd(
+            &etcd_url,
+            "/v3/kv/put",
+            json!({"key": "c3RlbmNpbC1mYXVsdA==", "value": "eA=="}),
+        )
+        .await;
+        revision = put["header"]["revision"].as_str().unwrap().to_string();
+    }
+    etcd(
+        &etcd_url,
+        "/v3/kv/compaction",
+        json!({"revision": revision, "physical": true}),
+    )
+    .await;
+    apiserver(&["start"]);
+}
+
 async fn writes(p: &Process) -> f64 {
     p.requests(&["POST", "PUT", "PATCH", "DELETE"]).await
 }
@@ -121,26 +146,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     // revisions Stencil's watches would resume from, so they get 410 Gone and relist.
     let quiet = writes(&stencil).await;
     let reconciled = reconciles(&stencil).await;
-    let etcd_url = apiserver(&["etcd-url"]);
-    apiserver(&["kill"]);
-    let mut revision = String::new();
-    for _ in 0..5 {
-        // Key `stencil-fault`, value `x`, base64 as the gateway wants them.
-        let put = etcd(
-            &etcd_url,
-            "/v3/kv/put",
-            json!({"key": "c3RlbmNpbC1mYXVsdA==", "value": "eA=="}),
-        )
-        .await;
-        revision = put["header"]["revision"].as_str().unwrap().to_string();
-    }
-    etcd(
-        &etcd_url,
-        "/v3/kv/compaction",
-        json!({"revision": revision, "physical": true}),
-    )
-    .await;
-    apiserver(&["start"]);
+    expire_watches().await;
     let expired = wait_for(
         "a watch to expire and Stencil to relist",
         Duration::from_secs(120),
@@ -176,21 +182,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     // Parents created and edited while the watches relist after another compaction: the
     // relist publishes them only once its store holds them, so none is dropped as not
     // found and none is rendered from its old copy.
-    apiserver(&["kill"]);
-    let put = etcd(
-        &etcd_url,
-        "/v3/kv/put",
-        json!({"key": "c3RlbmNpbC1mYXVsdA==", "value": "eQ=="}),
-    )
-    .await;
-    let revision = put["header"]["revision"].as_str().unwrap().to_string();
-    etcd(
-        &etcd_url,
-        "/v3/kv/compaction",
-        json!({"revision": revision, "physical": true}),
-    )
-    .await;
-    apiserver(&["start"]);
+    expire_watches().await;
     let during = 20;
     create(&api, &group, (0..during).map(|i| format!("d{i}"))).await;
     for i in 0..5 {

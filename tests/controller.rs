@@ -82,6 +82,15 @@ impl World {
         .await
     }
 
+    /// Creates parent `name` (its children need Stencil's finalizer) and waits until it
+    /// is Ready and carries the finalizer.
+    async fn finalized_parent(&self, name: &str) {
+        self.create_widget(name, json!({"size": 1})).await;
+        self.wait_condition(name, "Ready", "True").await;
+        let parent = self.widgets().get(name).await.unwrap();
+        assert!(parent.finalizers().iter().any(|f| f == "stencil.dev/finalizer"));
+    }
+
     async fn wait_condition(&self, widget: &str, type_: &str, status: &str) -> Value {
         self.wait_condition_at(widget, type_, status, 1).await
     }
@@ -237,17 +246,8 @@ async fn a_render_error_deletes_nothing_and_says_why() {
 async fn a_removed_definition_releases_its_parents() {
     // Orphaning needs the finalizer, so this parent carries one.
     let w = World::new(&child("cm", CM), ORPHAN).await;
-    w.create_widget("f", json!({"size": 1})).await;
-    w.wait_condition("f", "Ready", "True").await;
+    w.finalized_parent("f").await;
     let api = w.widgets();
-    assert!(
-        api.get("f")
-            .await
-            .unwrap()
-            .finalizers()
-            .iter()
-            .any(|f| f == "stencil.dev/finalizer")
-    );
     std::fs::remove_file(w.file()).unwrap();
     wait_for("the finalizer to be released", TIMEOUT, || async {
         let p = api.get("f").await.ok()?;
@@ -297,17 +297,8 @@ async fn a_renamed_definition_takes_its_parents_children_over() {
 #[tokio::test]
 async fn a_moved_definition_file_keeps_its_parents_finalizers() {
     let w = World::new(&child("cm", CM), ORPHAN).await;
-    w.create_widget("m", json!({"size": 1})).await;
-    w.wait_condition("m", "Ready", "True").await;
+    w.finalized_parent("m").await;
     let api = w.widgets();
-    assert!(
-        api.get("m")
-            .await
-            .unwrap()
-            .finalizers()
-            .iter()
-            .any(|f| f == "stencil.dev/finalizer")
-    );
     w.stencil.take_writes();
     std::fs::rename(w.file(), w.dir.path().join("moved.yaml")).unwrap();
     // Past the release grace, and the moved definition serves: an edit reaches the child.

@@ -249,26 +249,29 @@ async fn an_orphaned_child_outlives_its_parent_without_stencils_marks() {
     w.ready_reason("db", "Conflict").await;
 }
 
-#[tokio::test]
-async fn teardown_waits_for_a_dependent_before_deleting_what_it_depends_on() {
+/// Children `creds` and `app`, which depends on it, then `extra` entries.
+fn waves(extra: &str) -> String {
     let creds = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-creds\ndata:\n  password: s3cret";
     let app =
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-app\ndata:\n  uses: creds";
-    let entries = format!(
-        "{}{}",
+    format!(
+        "{}{}{extra}",
         child("creds", creds),
         child("app", app).replacen("    - name: app\n", "    - name: app\n      dependsOn: [creds]\n", 1)
-    );
-    let w = World::new(&entries).await;
+    )
+}
+
+/// Deletes parent `db` of [`waves`] with `params` while its `app` child is held by a
+/// finalizer of its own: `creds` stays until `app` is gone, then both go, and the parent.
+async fn delete_in_waves(w: &World, params: &DeleteParams) {
     w.create_widget("db", "unused").await;
     w.ready_reason("db", "AllChildrenReady").await;
-    // Hold the dependent with a finalizer of its own.
     let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
     w.configmaps()
         .patch("db-app", &PatchParams::default(), &Patch::Merge(&hold))
         .await
         .unwrap();
-    w.widgets().delete("db", &DeleteParams::default()).await.unwrap();
+    w.widgets().delete("db", params).await.unwrap();
     let message = w.ready_saying("db", "Deleting", "test.stencil.dev/hold").await;
     assert!(message.contains("db-app"), "{message}");
     assert!(message.contains("then creds"), "{message}");
@@ -287,6 +290,12 @@ async fn teardown_waits_for_a_dependent_before_deleting_what_it_depends_on() {
         (parent.is_none() && creds.is_none()).then_some(())
     })
     .await;
+}
+
+#[tokio::test]
+async fn teardown_waits_for_a_dependent_before_deleting_what_it_depends_on() {
+    let w = World::new(&waves("")).await;
+    delete_in_waves(&w, &DeleteParams::default()).await;
 }
 
 /// A finalize step: a backup Job, suspended while the parent's `spec.hold` is true, that
@@ -387,44 +396,16 @@ async fn a_finalize_step_that_never_ends_is_cut_off_by_its_timeout() {
 
 #[tokio::test]
 async fn a_foreground_deletion_keeps_orphan_children_and_the_wave_order() {
-    let creds = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-creds\ndata:\n  password: s3cret";
-    let app =
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-app\ndata:\n  uses: creds";
     let kept = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-kept\ndata:\n  keep: me";
-    let entries = format!(
-        "{}{}{}",
-        child("creds", creds),
-        child("app", app).replacen("    - name: app\n", "    - name: app\n      dependsOn: [creds]\n", 1),
-        child("kept", kept).replacen(
-            "    - name: kept\n",
-            "    - name: kept\n      deletionPolicy: Orphan\n",
-            1
-        )
+    let kept = child("kept", kept).replacen(
+        "    - name: kept\n",
+        "    - name: kept\n      deletionPolicy: Orphan\n",
+        1,
     );
-    let w = World::new(&entries).await;
-    w.create_widget("db", "unused").await;
-    w.ready_reason("db", "AllChildrenReady").await;
-    let hold = json!({"metadata": {"finalizers": ["test.stencil.dev/hold"]}});
-    w.configmaps()
-        .patch("db-app", &PatchParams::default(), &Patch::Merge(&hold))
-        .await
-        .unwrap();
+    let w = World::new(&waves(&kept)).await;
     // `kubectl delete --cascade=foreground`: the garbage collector deletes every dependent
     // at once. Stencil's children carry no ownerReference here, so the order is Stencil's.
-    w.widgets().delete("db", &DeleteParams::foreground()).await.unwrap();
-    let message = w.ready_saying("db", "Deleting", "test.stencil.dev/hold").await;
-    assert!(message.contains("then creds"), "{message}");
-    assert!(
-        w.configmaps().get_opt("db-creds").await.unwrap().is_some(),
-        "what the held child depends on is still there"
-    );
-    let release = json!({"metadata": {"finalizers": null}});
-    w.configmaps()
-        .patch("db-app", &PatchParams::default(), &Patch::Merge(&release))
-        .await
-        .unwrap();
-    w.gone("db").await;
-    assert!(w.configmaps().get_opt("db-creds").await.unwrap().is_none());
+    delete_in_waves(&w, &DeleteParams::foreground()).await;
     let kept = w
         .configmaps()
         .get("db-kept")

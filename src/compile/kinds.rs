@@ -1,8 +1,10 @@
 //! The kinds a definition uses: the kinds a child template produces, read from its
 //! literal top-level `apiVersion:` and `kind:` lines (Stencil must know them before
-//! rendering anything: it watches them and derives RBAC from them), and the scopes of the
-//! parent kinds definitions install.
+//! rendering anything: it watches them and derives RBAC from them), what they say of a
+//! child's update policy, and the scopes of the parent kinds definitions install.
 
+use super::CompileError;
+use crate::definition::{Child, UpdatePolicy};
 use crate::gvk::Gvk;
 
 /// A template's top-level `apiVersion`/`kind` lines are missing or not literal.
@@ -101,6 +103,28 @@ pub fn scopes(defs: &[super::CompiledDefinition]) -> crate::gvk::Scopes {
         }
     }
     scopes
+}
+
+/// `updatePolicy: Recreate` on a kind that holds data ([`crate::immutable::DATA_KINDS`])
+/// needs `acknowledgeDataLoss: true`; the acknowledgement means nothing without it.
+pub(crate) fn recreate_problem(child: &Child, kinds: &[Gvk]) -> Option<CompileError> {
+    let data: Vec<&str> = kinds
+        .iter()
+        .filter(|k| crate::immutable::holds_data(k))
+        .map(|k| k.kind.as_str())
+        .collect();
+    match (child.update_policy, child.acknowledge_data_loss) {
+        (UpdatePolicy::Recreate, false) if !data.is_empty() => Some(CompileError::Invalid(format!(
+            "updatePolicy: Recreate deletes the {} whenever its rendering changes, and the data it holds with it; \
+             use InPlace (a change the API server refuses as immutable is then reported on the parent and nothing \
+             is deleted), or add `acknowledgeDataLoss: true` to this child to accept the loss",
+            data.join(" and ")
+        ))),
+        (policy, true) if policy != UpdatePolicy::Recreate => Some(CompileError::Invalid(
+            "acknowledgeDataLoss applies only to updatePolicy: Recreate; remove it".into(),
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

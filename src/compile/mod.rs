@@ -178,7 +178,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         }
         match kinds::declared_kinds(&child.template) {
             Ok(k) => {
-                if let Some(problem) = validate::recreate_problem(child, &k) {
+                if let Some(problem) = kinds::recreate_problem(child, &k) {
                     report(Field::ChildUpdatePolicy(i), problem, None);
                 }
                 child_kinds.push(k);

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::document::Field;
 use super::selectors::{decorator_problems, lookup_problems};
 use super::{CompileError, schema};
-use crate::definition::{Child, CrdScope, OperatorDefinitionSpec, UpdatePolicy};
+use crate::definition::{Child, CrdScope, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
 
 /// Condition types Stencil writes itself.
@@ -393,26 +393,4 @@ pub(crate) fn is_dns_label(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !s.starts_with('-')
         && !s.ends_with('-')
-}
-
-/// `updatePolicy: Recreate` on a kind that holds data ([`crate::immutable::DATA_KINDS`])
-/// needs `acknowledgeDataLoss: true`; the acknowledgement means nothing without it.
-pub(crate) fn recreate_problem(child: &Child, kinds: &[Gvk]) -> Option<CompileError> {
-    let data: Vec<&str> = kinds
-        .iter()
-        .filter(|k| crate::immutable::holds_data(k))
-        .map(|k| k.kind.as_str())
-        .collect();
-    match (child.update_policy, child.acknowledge_data_loss) {
-        (UpdatePolicy::Recreate, false) if !data.is_empty() => Some(CompileError::Invalid(format!(
-            "updatePolicy: Recreate deletes the {} whenever its rendering changes, and the data it holds with it; \
-             use InPlace (a change the API server refuses as immutable is then reported on the parent and nothing \
-             is deleted), or add `acknowledgeDataLoss: true` to this child to accept the loss",
-            data.join(" and ")
-        ))),
-        (policy, true) if policy != UpdatePolicy::Recreate => Some(CompileError::Invalid(
-            "acknowledgeDataLoss applies only to updatePolicy: Recreate; remove it".into(),
-        )),
-        _ => None,
-    }
 }

@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{APPLY_CONCURRENCY, Context, ReconcileError, finalize};
+use super::{APPLY_CONCURRENCY, Context, ReconcileError, teardown};
 use kube::runtime::controller::Action;
 
 /// True when the deleted `parent` is still absent from the parent store: a parent
@@ -76,7 +76,7 @@ pub(super) async fn undecorate(ctx: &Context, parent: &DynamicObject) -> Result<
     if children.is_empty() {
         return Ok(Action::requeue(ctx.resync()));
     }
-    let blocking = finalize::teardown(ctx, parent, &uid, &children, false).await?;
+    let blocking = teardown::teardown(ctx, parent, &uid, &children, false).await?;
     Ok(if blocking.is_empty() {
         Action::requeue(ctx.resync())
     } else {

@@ -10,7 +10,9 @@ mod error;
 mod finalize;
 mod prune;
 mod readers;
+mod rendering;
 mod status;
+mod teardown;
 mod triggers;
 
 pub use collect::strays;
@@ -18,25 +20,20 @@ pub use context::{Context, DEFAULT_RESYNC_SECONDS, Decorated};
 pub use error::ReconcileError;
 pub use finalize::release;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::ResourceExt as _;
 use kube::api::DynamicObject;
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::EventType;
 use serde_json::Value;
 
-use crate::compile::CompiledDefinition;
-use crate::gvk::Gvk;
-use crate::labels;
 use crate::metrics;
 use crate::object_key::ObjectKey;
-use crate::render::{self, RenderInput};
-use context::{describe, describe_object};
-use readers::Selection;
+use crate::render;
+use context::describe_object;
+use rendering::{render_failed, render_off_thread};
 use triggers::{Role, stream_from, triggers};
 
 /// Children of one parent applied at once.
@@ -237,114 +234,6 @@ async fn not_ready_after(
 /// The sooner of a planned requeue and `after`.
 fn sooner(planned: Option<Duration>, after: Duration) -> Option<Duration> {
     Some(planned.map_or(after, |p| p.min(after)))
-}
-
-/// The parent as JSON, and what `render` made of it.
-type Rendered<T> = (Value, Result<T, render::RenderFailure>);
-
-/// A pure render of one parent: [`render::render`] or [`render::render_finalize`].
-type RenderFn<T> = fn(&CompiledDefinition, RenderInput<'_>) -> Result<T, render::RenderFailure>;
-
-/// Reads the lookups and renders on the blocking pool: a template may spend its whole
-/// fuel, which must not hold up the async threads that serve every other parent.
-async fn render_off_thread<T: Send + 'static>(
-    ctx: &Arc<Context>,
-    parent: &Arc<DynamicObject>,
-    observed_objects: &[Arc<DynamicObject>],
-    render: RenderFn<T>,
-) -> Result<Rendered<T>, ReconcileError> {
-    let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for o in observed_objects {
-        if let Some(child) = o.labels().get(labels::CHILD) {
-            observed.entry(child.clone()).or_default().push(to_json(o));
-        }
-    }
-    let (job_ctx, job_parent) = (ctx.clone(), parent.clone());
-    tokio::task::spawn_blocking(move || {
-        let parent_json = to_json(&job_parent);
-        let rendered = fetch_lookups(&job_ctx, &job_parent, &parent_json).and_then(|lookups| {
-            let input = RenderInput {
-                parent: &parent_json,
-                observed: &observed,
-                lookups: &lookups,
-                scopes: &job_ctx.scopes,
-            };
-            render(&job_ctx.def, input)
-        });
-        (parent_json, rendered)
-    })
-    .await
-    .map_err(|e| ReconcileError::RenderAborted(describe_object(parent), e.to_string()))
-}
-
-/// A render that failed: the parent's status says why, an Error event is published, and
-/// nothing else in the cluster changes.
-async fn render_failed(
-    ctx: &Context,
-    parent: &DynamicObject,
-    parent_json: &Value,
-    failure: render::RenderFailure,
-) -> Result<Action, ReconcileError> {
-    tracing::warn!(definition = %ctx.def.name, parent = %describe(parent_json), error = %failure, "render failed");
-    ctx.event(parent, EventType::Warning, "Error", failure.to_string())
-        .await;
-    status::write(ctx, parent, &render::failure_status(parent_json, &failure)).await?;
-    Ok(Action::requeue(ctx.resync()))
-}
-
-/// The lookups of a parent from the lookup watches; records what the parent reads.
-fn fetch_lookups(
-    ctx: &Context,
-    parent: &DynamicObject,
-    parent_json: &Value,
-) -> Result<BTreeMap<String, Value>, render::RenderFailure> {
-    let requests = render::lookup_requests(&ctx.def, parent_json, &ctx.scopes)?;
-    let mut found = Vec::new();
-    let mut reads = Vec::new();
-    let mut selections = Vec::new();
-    for r in &requests {
-        let Ok(gvk) = Gvk::parse(&r.api_version, &r.kind) else {
-            continue;
-        };
-        let w = ctx.lookup_watch(&gvk);
-        match &r.target {
-            render::Target::Name(name) => {
-                reads.push(ObjectKey::new(&gvk, r.namespace.as_deref(), name));
-                let Some(w) = w else {
-                    continue;
-                };
-                let mut oref = kube::runtime::reflector::ObjectRef::new_with(name, w.resolved.resource.clone());
-                if let Some(ns) = &r.namespace {
-                    oref = oref.within(ns);
-                }
-                if let Some(obj) = w.store.get(&oref) {
-                    found.push(to_json(&obj));
-                }
-            }
-            render::Target::Selector(matcher) => {
-                let selection = Selection {
-                    gvk: gvk.clone(),
-                    namespace: r.namespace.clone(),
-                    matcher: matcher.clone(),
-                };
-                // Members are read too, so one that leaves the selection (relabelled or
-                // deleted) wakes the parent although it no longer matches.
-                for obj in w.map(|w| w.store.state()).unwrap_or_default() {
-                    if selection.matches(&obj) {
-                        if let Some(key) = ObjectKey::of_object(&obj) {
-                            reads.push(key);
-                        }
-                        found.push(to_json(&obj));
-                    }
-                }
-                selections.push(selection);
-            }
-        }
-    }
-    let me = ctx.parent_ref(parent);
-    ctx.readers.lock().expect("readers lock").set(&me, reads);
-    ctx.selections.lock().expect("selections lock").set(&me, selections);
-    Ok(render::match_lookups(&requests, &found))
 }
 
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.

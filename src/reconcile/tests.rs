@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::compile::compile_file;
+use crate::gvk::Gvk;
+use crate::labels;
 use crate::metrics::Metrics;
 use crate::watch::HandFed;
 
@@ -212,6 +214,24 @@ impl World {
         child
     }
 
+    /// Reconciles a deleted parent as it is now; returns what the reconcile came to and
+    /// the requests sent as `METHOD path`, events left out.
+    async fn reconcile_deleted(&mut self, deleted: Value) -> (Result<Action, ReconcileError>, Vec<String>) {
+        self.parents.apply(deleted.clone());
+        self.seen.lock().unwrap().clear();
+        let obj: DynamicObject = serde_json::from_value(deleted).unwrap();
+        let result = reconcile(Arc::new(obj), self.ctx.clone()).await;
+        let sent = self
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| !s.path.contains("/events"))
+            .map(Seen::short)
+            .collect();
+        (result, sent)
+    }
+
     /// Reconciles the parent as it is now; returns the requests sent, events left out.
     async fn reconcile(&mut self, parent: Value) -> Vec<Seen> {
         self.parents.apply(parent.clone());
@@ -315,25 +335,11 @@ async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
 async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_children_first() {
     let mut w = World::new();
     w.create_child().await;
-    let mut deleted = parent(None);
-    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
-    deleted["metadata"]["finalizers"] = json!([labels::FINALIZER]);
-    w.parents.apply(deleted.clone());
-    w.seen.lock().unwrap().clear();
-    let obj: DynamicObject = serde_json::from_value(deleted).unwrap();
-    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    let (result, sent) = w.reconcile_deleted(deleted_with_finalizer()).await;
     assert!(
         matches!(result, Err(ReconcileError::Waiting(_))),
         "it waits for the child to go"
     );
-    let sent: Vec<String> = w
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| !s.path.contains("/events"))
-        .map(Seen::short)
-        .collect();
     assert_eq!(
         sent,
         [
@@ -721,19 +727,8 @@ async fn the_finalizer_stays_while_the_api_server_lists_a_child_the_store_does_n
             "labels": {labels::PARENT_UID: "parent-uid", labels::CHILD: "cm", labels::DEFINITION: "widgets.example.org"},
             "ownerReferences": [{"apiVersion": "example.org/v1", "kind": "Widget", "name": "w", "uid": "parent-uid", "controller": true}]}});
     let mut w = World::existing(DEFINITION, vec![late]);
-    w.parents.apply(deleted_with_finalizer());
-    w.seen.lock().unwrap().clear();
-    let obj: DynamicObject = serde_json::from_value(deleted_with_finalizer()).unwrap();
-    let result = reconcile(Arc::new(obj), w.ctx.clone()).await;
+    let (result, sent) = w.reconcile_deleted(deleted_with_finalizer()).await;
     assert!(matches!(result, Err(ReconcileError::Waiting(_))), "{result:?}");
-    let sent: Vec<String> = w
-        .seen
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|s| !s.path.contains("/events"))
-        .map(Seen::short)
-        .collect();
     assert_eq!(
         sent,
         [

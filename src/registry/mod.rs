@@ -3,6 +3,7 @@
 //! loop, so no definition's task can stall another definition's change; every status
 //! report goes through the one status task ([`status`]).
 
+mod release;
 pub mod state;
 pub mod status;
 pub mod supervisor;

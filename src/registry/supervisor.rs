@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use kube::api::Api;
-use kube::{Client, ResourceExt};
+use kube::Client;
 use tokio::sync::watch;
 
+use super::release::release_parents;
 use super::state::{Effect, ParentKind, parent_kind};
 use super::status::{Report, Reports};
 use crate::compile::CompiledDefinition;
@@ -34,10 +34,6 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// key renamed, a truncated read, an OperatorDefinition deleted and created again, queued
 /// events replayed at failover) takes them over, and nothing is released.
 pub const RELEASE_GRACE: Duration = Duration::from_secs(10);
-
-/// How long a removed definition goes on tearing down the parents that were being deleted
-/// before it releases them anyway, so none is left undeletable.
-const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
 
 type Barrier = Shared<BoxFuture<'static, ()>>;
 
@@ -294,7 +290,7 @@ async fn serve(
 }
 
 /// Builds a controller context, or says which kind is not served or not allowed yet.
-async fn resolve(
+pub(super) async fn resolve(
     shell: &Shell,
     def: &Arc<CompiledDefinition>,
     kinds_seen: &[Gvk],
@@ -330,72 +326,11 @@ async fn resolve(
     ))
 }
 
-/// Reconciles each parent being deleted until its teardown is done (its finalizer
-/// released), or until [`TEARDOWN_BEFORE_RELEASE`] has passed.
-async fn finish_teardowns(shell: &Shell, def: &Arc<CompiledDefinition>, deleting: Vec<Arc<kube::api::DynamicObject>>) {
-    let ctx = match resolve(shell, def, &def.all_child_kinds()).await {
-        Ok(ctx) => Arc::new(ctx),
-        Err((_, message)) => {
-            tracing::warn!(definition = %def.name, "cannot finish the teardowns before the release: {message}");
-            return;
-        }
-    };
-    let deadline = tokio::time::Instant::now() + TEARDOWN_BEFORE_RELEASE;
-    for parent in deleting {
-        let key = kube::runtime::reflector::ObjectRef::from_obj_with(&*parent, ctx.parents.resolved.resource.clone());
-        let mut current = Some(parent);
-        while let Some(parent) = current {
-            if reconcile::reconcile(parent.clone(), ctx.clone()).await.is_ok() {
-                break;
-            }
-            if tokio::time::Instant::now() >= deadline {
-                tracing::warn!(definition = %def.name, parent = %parent.name_any(), "the teardown did not finish within {TEARDOWN_BEFORE_RELEASE:?}; releasing the parent anyway");
-                break;
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            current = ctx.parents.store.get(&key);
-        }
-    }
-}
-
 /// Which parents a definition's watch sees: a decorator's label selector goes to the API
 /// server, so objects it does not decorate are never held in memory.
-fn parent_selection(def: &CompiledDefinition) -> Selection {
+pub(super) fn parent_selection(def: &CompiledDefinition) -> Selection {
     match def.parent_label_query() {
         Some(query) => Selection::Labels(query.to_string()),
         None => Selection::All,
     }
-}
-
-/// Removes Stencil's finalizer from every parent of a definition that nobody serves any
-/// more, so no parent is left undeletable. Parents being deleted are torn down first, as
-/// the definition says, so their children that the garbage collector cannot reach do not
-/// leak.
-async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
-    let parents = match shell.watches.acquire(&def.parent, Selection::All, &def.name).await {
-        Ok(p) => p,
-        Err(e) => {
-            tracing::warn!(definition = %def.name, error = %e, "cannot release the parents' finalizers");
-            return;
-        }
-    };
-    let deleting: Vec<_> = parents
-        .store
-        .state()
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_some())
-        .collect();
-    if !deleting.is_empty() {
-        finish_teardowns(&shell, &def, deleting).await;
-    }
-    for parent in parents.store.state() {
-        let api = match parent.namespace() {
-            Some(ns) => Api::namespaced_with(shell.client.clone(), &ns, &parents.resolved.resource),
-            None => Api::all_with(shell.client.clone(), &parents.resolved.resource),
-        };
-        if let Err(e) = reconcile::release(&api, &parent).await {
-            tracing::warn!(parent = %parent.name_any(), error = %e, "could not release the finalizer");
-        }
-    }
-    tracing::info!(definition = %def.name, kind = %def.parent, "nobody serves the kind now; its parents were released");
 }

@@ -1,0 +1,162 @@
+//! The shared watch's fan-out: snapshots, relists and the index, fed by hand.
+
+use super::*;
+use kube::core::ApiResource;
+use kube::runtime::reflector::store::Writer;
+
+fn configmap(name: &str, uid: &str) -> DynamicObject {
+    let mut o =
+        DynamicObject::new(name, &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&())).within("ns");
+    o.metadata.labels = Some([(labels::PARENT_UID.to_string(), uid.to_string())].into());
+    o
+}
+
+fn watch() -> (Writer<DynamicObject>, SharedWatch) {
+    let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+    let writer = Writer::new(ar.clone());
+    let gvk = Gvk::parse("v1", "ConfigMap").unwrap();
+    let resolved = Resolved {
+        resource: ar,
+        namespaced: true,
+    };
+    let shared = SharedWatch::new(gvk, resolved, None, writer.as_reader());
+    (writer, shared)
+}
+
+fn feed(writer: &mut Writer<DynamicObject>, shared: &SharedWatch, event: Event<DynamicObject>) {
+    writer.apply_watcher_event(&event);
+    shared.observe(&event);
+}
+
+/// A relist's objects reach subscribers only once the store holds them: a parent
+/// created during the relist is found, one edited is read at its new version, and one
+/// deleted meanwhile is published as deleted.
+#[test]
+fn a_relist_publishes_what_the_store_holds_after_it() {
+    let (mut writer, shared) = watch();
+    feed(&mut writer, &shared, Event::Apply(configmap("kept", "u1")));
+    feed(&mut writer, &shared, Event::Apply(configmap("deleted", "u1")));
+    let mut rx = shared.subscribe();
+    let mut deletions = shared.subscribe_deletions();
+    while rx.try_recv().is_ok() {}
+    let mut edited = configmap("kept", "u1");
+    edited.metadata.resource_version = Some("2".into());
+    feed(&mut writer, &shared, Event::Init);
+    feed(&mut writer, &shared, Event::InitApply(edited));
+    feed(&mut writer, &shared, Event::InitApply(configmap("new", "u1")));
+    assert!(rx.try_recv().is_err(), "nothing is published before the store holds it");
+    feed(&mut writer, &shared, Event::InitDone);
+    let mut published = Vec::new();
+    while let Ok(o) = rx.try_recv() {
+        let name = o.metadata.name.clone().unwrap();
+        let stored = shared
+            .store
+            .get(&shared.key(&o))
+            .map(|s| s.metadata.resource_version.clone());
+        published.push((name, stored.is_some(), o.metadata.resource_version.clone()));
+    }
+    assert_eq!(
+        published,
+        [
+            ("kept".to_string(), true, Some("2".to_string())),
+            ("new".to_string(), true, None),
+            ("deleted".to_string(), false, None),
+        ],
+        "each listed object is in the store when published; the deleted one is not"
+    );
+    let gone = deletions.try_recv().expect("the deletion is published");
+    assert_eq!(gone.metadata.name.as_deref(), Some("deleted"));
+}
+
+#[test]
+fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
+    let (mut writer, shared) = watch();
+    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+    let mut rx = shared.subscribe();
+    feed(&mut writer, &shared, Event::Apply(configmap("b", "u1")));
+    let mut names = Vec::new();
+    while let Ok(o) = rx.try_recv() {
+        names.push(o.metadata.name.clone().unwrap());
+    }
+    assert_eq!(names, ["a", "b"]);
+}
+
+thread_local! {
+    /// Run by `subscribe` between reading the store and registering its sender.
+    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
+}
+
+pub(super) fn between_snapshot_and_registration() {
+    if let Some(hook) = BETWEEN.with(|b| b.borrow_mut().take()) {
+        hook();
+    }
+}
+
+/// The race the old subscribe had: an object stored and published after the snapshot
+/// but before the sender was registered was never delivered. Another thread stores and
+/// publishes one exactly there; it must arrive.
+#[test]
+fn no_object_falls_between_the_snapshot_and_the_registration() {
+    let (writer, shared) = watch();
+    let shared = Arc::new(shared);
+    let writer = Arc::new(Mutex::new(writer));
+    let (feeder_shared, feeder_writer) = (shared.clone(), writer.clone());
+    let feeder = Arc::new(Mutex::new(None));
+    let slot = feeder.clone();
+    BETWEEN.with(|b| {
+        *b.borrow_mut() = Some(Box::new(move || {
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let thread = std::thread::spawn(move || {
+                feed(
+                    &mut feeder_writer.lock().unwrap(),
+                    &feeder_shared,
+                    Event::Apply(configmap("late", "u1")),
+                );
+                let _ = done_tx.send(());
+            });
+            // Publishing waits for the lock subscribe holds, so it cannot finish here;
+            // an unguarded subscribe would let it finish before the registration.
+            let _ = done_rx.recv_timeout(std::time::Duration::from_millis(200));
+            *slot.lock().unwrap() = Some(thread);
+        }))
+    });
+    let mut rx = shared.subscribe();
+    let thread = feeder.lock().unwrap().take().expect("the hook ran");
+    thread.join().unwrap();
+    let got = std::iter::from_fn(|| rx.try_recv().ok()).find(|o| o.metadata.name.as_deref() == Some("late"));
+    assert!(got.is_some(), "the object stored during subscribe was never delivered");
+}
+
+#[test]
+fn the_parent_index_follows_deletions_and_relists() {
+    let (mut writer, shared) = watch();
+    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+    feed(&mut writer, &shared, Event::Apply(configmap("b", "u2")));
+    assert_eq!(shared.children_of("", "u1").len(), 1);
+    feed(&mut writer, &shared, Event::Delete(configmap("a", "u1")));
+    assert!(shared.children_of("", "u1").is_empty());
+    feed(&mut writer, &shared, Event::Init);
+    feed(&mut writer, &shared, Event::InitDone);
+    assert!(shared.children_of("", "u2").is_empty(), "a relist without b drops it");
+}
+
+#[test]
+fn each_definition_sees_only_its_own_children_and_parents() {
+    let (mut writer, shared) = watch();
+    let of = |name: &str, definition: &str| {
+        let mut o = configmap(name, "u1");
+        if let Some(l) = o.metadata.labels.as_mut() {
+            l.insert(labels::DEFINITION.to_string(), definition.to_string());
+        }
+        o
+    };
+    feed(&mut writer, &shared, Event::Apply(of("a", "first")));
+    feed(&mut writer, &shared, Event::Apply(of("b", "second")));
+    assert_eq!(shared.children_of("first", "u1").len(), 1);
+    assert_eq!(shared.parent_uids("second"), ["u1"]);
+    assert!(shared.parent_uids("third").is_empty());
+    // Relabelled to another definition, the object moves with it.
+    feed(&mut writer, &shared, Event::Apply(of("a", "second")));
+    assert!(shared.children_of("first", "u1").is_empty());
+    assert_eq!(shared.children_of("second", "u1").len(), 2);
+}
