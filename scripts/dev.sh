@@ -13,7 +13,11 @@ cargo build --locked --quiet --bin stencil
 stencil=target/debug/stencil
 
 "$stencil" crd | kubectl apply --server-side -f - >/dev/null
-"$stencil" run --definitions operators/ &
+# The website's v1alpha1 differs from its v1: the API server converts through Stencil's
+# webhook, served here on loopback where the rig's API server reaches it.
+webhook_port="${STENCIL_DEV_WEBHOOK_PORT:-9443}"
+"$stencil" run --definitions operators/ \
+  --webhook-addr "127.0.0.1:$webhook_port" --webhook-url "https://127.0.0.1:$webhook_port" &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT INT TERM
 
@@ -29,6 +33,12 @@ for crd in databases websites tenants; do
   kubectl wait --for=condition=Established "crd/$crd.examples.stencil.dev" --timeout=60s >/dev/null
 done
 kubectl apply -f examples/
+
+# Each bundled parent's Ready condition once it settles (or after two minutes).
+for kind in databases websites tenants; do
+  kubectl wait --for=condition=Ready "$kind" --all --all-namespaces --timeout=120s >/dev/null 2>&1 || true
+done
+kubectl get databases,websites,tenants -A
 
 cat <<'TEXT'
 

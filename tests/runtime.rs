@@ -276,3 +276,33 @@ async fn a_watch_stops_when_no_definition_uses_its_kind_any_more() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_first_list_slower_than_the_sync_timeout_completes_and_serves() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "slowlist").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("d.yaml"), definition(&group, &child("cm", CM), "")).unwrap();
+    // Every first list takes longer than a millisecond: each attempt reports the wait,
+    // and the list it started goes on, so a later attempt finds it complete.
+    let _stencil = common::start_stencil_options(stencil::runtime::Options {
+        definitions: vec![dir.path().to_path_buf()],
+        sync_timeout: Duration::from_millis(1),
+        ..Default::default()
+    })
+    .await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "slow"}, "spec": {"size": 1}}))
+    .unwrap();
+    common::create_when_served(&widgets, &widget).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for(
+        "the child of a definition whose lists outlast the sync timeout",
+        TIMEOUT,
+        || async { cms.get_opt("slow-cm").await.ok()? },
+    )
+    .await;
+}

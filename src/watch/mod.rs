@@ -50,8 +50,10 @@ pub enum WatchError {
     /// The first list failed for another reason.
     #[error("{0}")]
     Failed(String),
-    /// The first list did not arrive in time.
-    #[error("the first list of {kind} did not arrive within {seconds} s")]
+    /// The first list did not arrive in time; it goes on, and the next attempt waits for it.
+    #[error(
+        "the first list of {kind} has not completed after {seconds} s; it goes on and the definition serves once it completes"
+    )]
     Timeout {
         /// The kind.
         kind: String,
@@ -66,7 +68,8 @@ impl WatchError {
         match self {
             WatchError::NotServed(_) => "NotServed",
             WatchError::Forbidden(_) => "Forbidden",
-            WatchError::Failed(_) | WatchError::Timeout { .. } => "WatchFailed",
+            WatchError::Failed(_) => "WatchFailed",
+            WatchError::Timeout { .. } => "Listing",
         }
     }
 }
@@ -235,10 +238,13 @@ impl Watches {
             biased;
             _ = lease.store.wait_until_ready() => Ok(()),
             f = failed => Err(if f.forbidden { WatchError::Forbidden(f.message) } else { WatchError::Failed(f.message) }),
-            _ = tokio::time::sleep(self.sync_timeout) => Err(WatchError::Timeout {
-                kind: lease.gvk.to_string(),
-                seconds: self.sync_timeout.as_secs(),
-            }),
+            _ = tokio::time::sleep(self.sync_timeout) => {
+                keep_listing(lease.clone());
+                Err(WatchError::Timeout {
+                    kind: lease.gvk.to_string(),
+                    seconds: self.sync_timeout.as_secs(),
+                })
+            }
         }
     }
 
@@ -293,6 +299,25 @@ impl Watches {
             .backoff(backoff::RetryBackoff::new())
             .boxed()
     }
+}
+
+/// How long a watch whose first list outlasted the sync timeout is kept after the list
+/// completes or fails, for the caller's next attempt (a few seconds later) to take over.
+const LINGER: Duration = Duration::from_secs(30);
+
+/// Holds a watch whose first list is slow until the list completes or fails, and
+/// [`LINGER`] after, so the caller's next attempt finds it running (its store filled or
+/// filling) instead of starting a new LIST from scratch, which a list longer than the
+/// sync timeout would never finish.
+fn keep_listing(lease: WatchLease) {
+    tokio::spawn(async move {
+        let mut failures = lease.failures();
+        tokio::select! {
+            _ = lease.store.wait_until_ready() => {}
+            _ = failures.wait_for(Option::is_some) => {}
+        }
+        tokio::time::sleep(LINGER).await;
+    });
 }
 
 /// Feeds one watch from its stream until aborted.

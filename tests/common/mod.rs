@@ -196,6 +196,18 @@ pub async fn start_stencil_with(
     cluster: bool,
     webhook: Option<stencil::webhook::Settings>,
 ) -> Stencil {
+    start_stencil_options(stencil::runtime::Options {
+        definitions: definitions.to_vec(),
+        cluster_definitions: cluster,
+        concurrency: 4,
+        webhook,
+        ..Default::default()
+    })
+    .await
+}
+
+/// Starts Stencil with `options`.
+pub async fn start_stencil_options(options: stencil::runtime::Options) -> Stencil {
     let _ = tracing_subscriber::fmt()
         .with_test_writer()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "stencil=info".into()))
@@ -208,13 +220,6 @@ pub async fn start_stencil_with(
     let record = writes.clone();
     let reads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let record_read = reads.clone();
-    let options = stencil::runtime::Options {
-        definitions: definitions.to_vec(),
-        cluster_definitions: cluster,
-        concurrency: 4,
-        webhook,
-        ..Default::default()
-    };
     let runtime = stencil::runtime::Runtime::new(config, options).observe(std::sync::Arc::new(move |method, path| {
         if method != http::Method::GET {
             record.lock().unwrap().push(format!("{method} {path}"));

@@ -42,5 +42,7 @@ rig_healthy() {
     kill -0 "$pid" 2>/dev/null || return 1
   done
   [[ $any == 1 ]] || return 1
-  "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz --request-timeout=5s >/dev/null 2>&1
+  "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" get --raw /readyz --request-timeout=5s >/dev/null 2>&1 || return 1
+  # A rig started before the default StorageClass existed is rebuilt.
+  "$K8S_BIN/kubectl" --kubeconfig "$KUBECONFIG_OUT" get storageclass standard --request-timeout=5s >/dev/null 2>&1
 }

@@ -26,6 +26,8 @@ options:
 # The controller manager and the scheduler run without leader election: with it, they
 # exit when the API server is gone for longer than their lease (the fault suite takes it
 # away for 60 s), and nothing would start them again.
+# The controller manager provisions hostPath volumes under /tmp (the storage a kind or
+# minikube cluster has out of the box), so claims bind and StatefulSets become Ready.
 componentsPatches:
   - name: kube-apiserver
     extraArgs:
@@ -35,6 +37,8 @@ componentsPatches:
     extraArgs:
       - key: leader-elect
         value: "false"
+      - key: enable-hostpath-provisioner
+        value: "true"
   - name: kube-scheduler
     extraArgs:
       - key: leader-elect
@@ -81,6 +85,18 @@ status:
   capacity: {cpu: "1000", memory: 4Ti, pods: "2000"}
 YAML
 done | kubectl apply -f - >/dev/null
+
+# The default StorageClass: claims without a class get a hostPath volume at once.
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+YAML
 
 # The service-account controller creates `default` in every namespace; tests rely on it.
 until kubectl get serviceaccount default -n default >/dev/null 2>&1; do
