@@ -13,6 +13,7 @@ use kube::api::ObjectMeta;
 
 use crate::compile::CompiledDefinition;
 use crate::definition::{CrdScope, OperatorDefinition};
+use crate::gvk::Gvk;
 use crate::labels;
 
 /// A parent CRD that cannot be built from its definition.
@@ -284,9 +285,17 @@ pub fn verdict(
     webhook: Option<&Webhook>,
 ) -> Result<Option<(serde_json::Value, Verdict)>, CrdError> {
     use crate::reconcile::diff::{live_contains, live_hash, with_hash};
-    let Some(crd) = parent_crd(def, webhook)? else {
+    let Some(mut crd) = parent_crd(def, webhook)? else {
         return Ok(None);
     };
+    let kinds = child_kinds(def, live);
+    if !kinds.is_empty() {
+        let record = kinds.iter().map(Gvk::to_string).collect::<Vec<_>>().join(",");
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(labels::CHILD_KINDS.to_string(), record);
+    }
     let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
     let verdict = match live {
         None => Verdict::Create,
@@ -303,6 +312,27 @@ pub fn verdict(
         }
     };
     Ok(Some((desired, verdict)))
+}
+
+/// The child kinds `live` records (its [`labels::CHILD_KINDS`] annotation) with the ones
+/// `def` writes now (at their current version), sorted: a kind is never forgotten, so
+/// its objects stay pruned.
+pub fn child_kinds(def: &CompiledDefinition, live: Option<&CustomResourceDefinition>) -> Vec<Gvk> {
+    let mut kinds: Vec<Gvk> = live
+        .and_then(|l| l.metadata.annotations.as_ref())
+        .and_then(|a| a.get(labels::CHILD_KINDS))
+        .map(|v| v.split(',').filter_map(parse_kind).collect())
+        .unwrap_or_default();
+    crate::gvk::remember(&mut kinds, def.all_child_kinds());
+    kinds.sort_by_key(Gvk::to_string);
+    kinds
+}
+
+/// `apiVersion/Kind` (the last `/` splits them) back into a kind.
+fn parse_kind(text: &str) -> Option<Gvk> {
+    let (api_version, kind) = text.trim().rsplit_once('/')?;
+    (!kind.is_empty()).then_some(())?;
+    Gvk::parse(api_version, kind).ok()
 }
 
 /// Whether Stencil may write a live CRD: it installed it (Stencil's managed-by label), or
@@ -325,17 +355,18 @@ pub fn is_ours(live: &CustomResourceDefinition) -> bool {
 
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
-/// Established.
+/// Established. Returns every child kind the CRD records for the definition (see
+/// [`child_kinds`]); none when the definition installs no CRD.
 pub async fn install(
     client: &kube::Client,
     def: &CompiledDefinition,
     webhook: Option<&Webhook>,
-) -> Result<(), CrdError> {
+) -> Result<Vec<Gvk>, CrdError> {
     use kube::api::{Api, Patch, PatchParams};
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let Some(name) = crd_name(def) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     if def.converts() && webhook.is_none() {
         return Err(CrdError::NoWebhook {
@@ -357,8 +388,9 @@ pub async fn install(
             location: def.crd_location(),
         });
     }
+    let kinds = child_kinds(def, live.as_ref());
     let Some((desired, verdict)) = verdict(def, live.as_ref(), webhook)? else {
-        return Ok(());
+        return Ok(kinds);
     };
     match verdict {
         Verdict::Unchanged => {}
@@ -388,7 +420,7 @@ pub async fn install(
             .and_then(|s| s.conditions)
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
         if established {
-            return Ok(());
+            return Ok(kinds);
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }

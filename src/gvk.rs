@@ -49,6 +49,15 @@ impl Gvk {
     }
 }
 
+/// Adds `kinds` to `seen`. A kind `seen` holds at another version is replaced: both
+/// versions name the same objects, and watching both would count each object twice.
+pub fn remember(seen: &mut Vec<Gvk>, kinds: impl IntoIterator<Item = Gvk>) {
+    for kind in kinds {
+        seen.retain(|s| s.group != kind.group || s.kind != kind.kind);
+        seen.push(kind);
+    }
+}
+
 impl std::fmt::Display for Gvk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.api_version(), self.kind)

@@ -18,6 +18,11 @@ pub const PARENT_UID: &str = "stencil.dev/parent-uid";
 /// `spec.crd` manage it from then on (a migration from a hand-made or Helm-made CRD).
 pub const ADOPT_CRD: &str = "stencil.dev/adopt";
 
+/// Annotation on a parent CRD Stencil installed: every child kind (`apiVersion/Kind`,
+/// comma-separated) the definition has ever written, so the children of a template
+/// removed while Stencil was down are still found and pruned after a restart.
+pub const CHILD_KINDS: &str = "stencil.dev/child-kinds";
+
 /// The parent's name, for children that cannot carry an ownerReference.
 pub const PARENT_NAME: &str = "stencil.dev/parent-name";
 

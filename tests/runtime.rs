@@ -306,3 +306,41 @@ async fn a_first_list_slower_than_the_sync_timeout_completes_and_serves() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_child_kind_removed_while_stencil_was_down_is_pruned_after_the_restart() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "forgotten").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.yaml");
+    let both = format!("{}{}", child("cm", CM), child("secret", SECRET));
+    std::fs::write(&file, definition(&group, &both, "")).unwrap();
+    let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 1}}))
+    .unwrap();
+    common::create_when_served(&widgets, &widget).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the Secret child", TIMEOUT, || async {
+        secrets.get_opt("w-secret").await.ok()?
+    })
+    .await;
+
+    // Stencil stops; the Secret child leaves the definition; Stencil starts again knowing
+    // nothing in memory of the kind it wrote before.
+    drop(stencil);
+    std::fs::write(&file, definition(&group, &child("cm", CM), "")).unwrap();
+    let _stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+    wait_for("the Secret of the removed child to be pruned", TIMEOUT, || async {
+        secrets.get_opt("w-secret").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        cms.get_opt("w-cm").await.unwrap().is_some(),
+        "the remaining child stays"
+    );
+}

@@ -85,3 +85,38 @@ fn the_verdict_creates_skips_updates_or_refuses() {
     };
     assert!(changes[0].contains("v1: .spec.legacy is removed"), "{changes:?}");
 }
+
+#[test]
+fn the_crd_records_every_child_kind_the_definition_ever_wrote() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
+    assert!(diags.0.is_empty(), "{diags}");
+    let def = &defs[0];
+    let (desired, _) = verdict(def, None, None).unwrap().unwrap();
+    let record = desired
+        .pointer("/metadata/annotations/stencil.dev~1child-kinds")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string();
+    assert!(record.contains("apps/v1/Deployment"), "{record}");
+    let mut live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
+    // An earlier version wrote CronJobs and Deployments at an older apiVersion.
+    let older = format!("{record},batch/v1/CronJob,apps/v1beta1/Deployment, not a kind");
+    live.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(labels::CHILD_KINDS.into(), older);
+    let kinds: Vec<String> = child_kinds(def, Some(&live)).iter().map(Gvk::to_string).collect();
+    assert!(kinds.contains(&"batch/v1/CronJob".to_string()), "{kinds:?}");
+    assert!(kinds.contains(&"apps/v1/Deployment".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| k.contains("v1beta1")),
+        "one version per kind: {kinds:?}"
+    );
+    assert_eq!(
+        verdict(def, Some(&live), None).unwrap().unwrap().1,
+        Verdict::Update,
+        "the record is rewritten in its normal form"
+    );
+}

@@ -185,11 +185,7 @@ fn upsert(state: &mut State, origin: Origin, def: Arc<CompiledDefinition>) -> Ve
     if moved {
         entry.kinds_seen.clear();
     }
-    for k in def.all_child_kinds() {
-        if !entry.kinds_seen.contains(&k) {
-            entry.kinds_seen.push(k);
-        }
-    }
+    crate::gvk::remember(&mut entry.kinds_seen, def.all_child_kinds());
     let was_running = entry.running;
     let mut effects = vec![Effect::Report(origin.clone(), Report::Compiled)];
     if was_running && moved {

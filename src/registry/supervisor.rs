@@ -208,15 +208,22 @@ async fn serve(
 ) {
     let installed = until_ready(&shell, &origin, &stop, || async {
         match crate::crd::install(&shell.client, &def, shell.webhook.as_ref()).await {
-            Ok(()) => Ok(None),
-            Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok(Some(e.to_string())),
+            Ok(recorded) => Ok((None, recorded)),
+            Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
             Err(e @ crate::crd::CrdError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
             Err(e) => Err(("Waiting", e.to_string())),
         }
     })
     .await;
-    let Some(refused) = installed else {
+    let Some((refused, recorded)) = installed else {
         return;
+    };
+    // Kinds an earlier run wrote and this one no longer renders: watched, so their
+    // objects are pruned.
+    let kinds_seen = {
+        let mut all = recorded;
+        crate::gvk::remember(&mut all, kinds_seen);
+        all
     };
     let def = match (&refused, fallback) {
         (Some(_), Some(previous)) => previous,
