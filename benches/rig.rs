@@ -128,7 +128,7 @@ spec:
           template:
             metadata: {{labels: {{app: {{{{ parent.metadata.name }}}}}}}}
             spec:
-              containers: [{{name: app, image: nginx}}]
+              containers: [{{name: app, image: nginx, resources: {{requests: {{cpu: 1000m, memory: 64Mi}}}}}}]
 "#
     )
 }
@@ -466,7 +466,8 @@ async fn plain_client(client: &Client, n: usize, replicas: u64) -> Duration {
                 Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
                 let dep: Deployment = serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"replicas": replicas,
                     "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}})).unwrap();
+                    "spec": {"containers": [{"name": "app", "image": "nginx",
+                        "resources": {"requests": {"cpu": "1000m", "memory": "64Mi"}}}]}}}})).unwrap();
                 Api::<Deployment>::namespaced(client.clone(), ns).create(&pp, &dep).await?;
                 Ok::<_, kube::Error>(())
             }
@@ -538,7 +539,8 @@ fn kro_graph() -> Value {
                     "metadata": {"name": name},
                     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
                         "template": {"metadata": {"labels": {"app": name}},
-                            "spec": {"containers": [{"name": "app", "image": "nginx"}]}}}}},
+                            "spec": {"containers": [{"name": "app", "image": "nginx",
+                        "resources": {"requests": {"cpu": "1000m", "memory": "64Mi"}}}]}}}}},
             ],
         },
     })
@@ -812,7 +814,8 @@ async fn main() {
     results.insert("b4_peak_mib", json!(peak as f64 / 1024.0));
     results.insert("b5_cpu_s_per_1k", json!(cpu * 1000.0 / n as f64));
 
-    // B3 steady state: an idle window spanning resyncs; writes must be zero.
+    // B3 steady state: an idle window spanning resyncs; writes must be zero (the
+    // Deployment asks for `cpu: 1000m`, which the API server stores as `"1"`).
     tokio::time::sleep(Duration::from_secs(5)).await;
     let writes_before = stencil.writes().await;
     let cpu_idle_before = stencil.cpu_seconds();

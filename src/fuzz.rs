@@ -186,6 +186,7 @@ fn render_all(file: &str, text: &str, parent: &Value) {
                 observed: &observed,
                 lookups: &lookups,
                 scopes: &scopes,
+                served: &[],
             },
         );
     }

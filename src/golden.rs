@@ -268,6 +268,7 @@ pub fn render_offline(
         observed: &observed.children,
         lookups: &lookups,
         scopes: &scopes,
+        served: &[],
     };
     let mut out = render::render(def, input)?;
     if def.spec.finalize.has_step() && parent.pointer("/metadata/deletionTimestamp").is_some() {

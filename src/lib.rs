@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod object_key;
 pub mod ownership;
+pub mod quantity;
 pub mod rbac;
 pub mod readiness;
 pub mod reconcile;

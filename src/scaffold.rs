@@ -292,6 +292,7 @@ mod tests {
                     observed: &Default::default(),
                     lookups: &Default::default(),
                     scopes: &scopes,
+                    served: &[],
                 },
             )
             .unwrap();

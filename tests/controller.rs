@@ -459,7 +459,10 @@ async fn a_child_kind_that_appears_later_is_picked_up() {
 
 #[tokio::test]
 async fn the_steady_state_makes_no_write_requests() {
-    let w = World::new(&child("cm", CM), "  resyncSeconds: 10\n").await;
+    // The quota's quantities come back canonical (`1000m` as `1`, `1024Mi` as `1Gi`).
+    let quota = "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: {{ parent.metadata.name }}-quota\nspec:\n  hard: {cpu: 1000m, memory: 1024Mi}";
+    let children = format!("{}{}", child("cm", CM), child("quota", quota));
+    let w = World::new(&children, "  resyncSeconds: 10\n").await;
     w.create_widget("s", json!({"size": 1})).await;
     w.wait_condition("s", "Ready", "True").await;
     // Let in-flight work (events, the status write) land, then start counting.

@@ -446,3 +446,55 @@ async fn an_orphan_cascade_keeps_the_children_the_garbage_collector_orphans() {
         near.labels()
     );
 }
+
+#[tokio::test]
+async fn a_parent_whose_crd_has_no_status_subresource_is_still_finalized_by_its_timeout() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "nostatus").await;
+    let group = unique_group();
+    // A CRD installed by someone else, without a status subresource: no status write of
+    // Stencil's can succeed, so the `Finalized` record is never kept.
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    common::install_crd(&client, &serde_json::from_value(crd).unwrap()).await;
+    let definition = format!(
+        "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: gadgets.{group}\nspec:\n  parent:\n    apiVersion: {group}/v1\n    kind: Gadget\n  children:\n{}{}",
+        entry(""),
+        finalize_step(3)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("d.yaml"), definition).unwrap();
+    let _stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let gadget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"target": "g-config", "hold": true}}))
+    .unwrap();
+    common::create_when_served(&gadgets, &gadget).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    wait_for("the child", TIMEOUT, || async { cms.get_opt("g-config").await.ok()? }).await;
+    wait_for("the finalizer", TIMEOUT, || async {
+        let g = gadgets.get("g").await.ok()?;
+        g.finalizers()
+            .iter()
+            .any(|f| f == "stencil.dev/finalizer")
+            .then_some(())
+    })
+    .await;
+    gadgets.delete("g", &DeleteParams::default()).await.unwrap();
+    wait_for("the parent to go once its finalize step timed out", TIMEOUT, || async {
+        matches!(gadgets.get_opt("g").await, Ok(None)).then_some(())
+    })
+    .await;
+    assert!(
+        cms.get_opt("g-config").await.unwrap().is_none(),
+        "the child went with it"
+    );
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    let _ = crds.delete(&format!("gadgets.{group}"), &DeleteParams::default()).await;
+}

@@ -344,3 +344,43 @@ async fn a_child_kind_removed_while_stencil_was_down_is_pruned_after_the_restart
         "the remaining child stays"
     );
 }
+
+#[tokio::test]
+async fn with_namespace_a_child_outside_the_served_namespaces_is_refused_on_the_parent() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "served").await;
+    let other = TestNamespace::new(&client, "unserved").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = CM.replace("metadata:\n", &format!("metadata:\n  namespace: {}\n", other.name));
+    let children = format!("{}{}", child("cm", CM), child("elsewhere", &elsewhere));
+    let extra = format!("  allowedNamespaces: [{}]\n", other.name);
+    std::fs::write(dir.path().join("d.yaml"), definition(&group, &children, &extra)).unwrap();
+    let _stencil = common::start_stencil_options(stencil::runtime::Options {
+        definitions: vec![dir.path().to_path_buf()],
+        namespaces: vec![ns.name.clone()],
+        ..Default::default()
+    })
+    .await;
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 1}}))
+    .unwrap();
+    common::create_when_served(&widgets, &widget).await;
+    let message = wait_for("the parent to say why", TIMEOUT, || async {
+        let w = widgets.get("w").await.ok()?;
+        let ready = common::condition(&w.data, "Ready")?;
+        (ready["status"] == "False").then(|| ready["message"].as_str().unwrap_or_default().to_string())
+    })
+    .await;
+    assert!(
+        message.contains(&format!("`{}`, which this Stencil does not serve", other.name)),
+        "{message}"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &other.name);
+    assert!(
+        cms.get_opt("w-cm").await.unwrap().is_none(),
+        "nothing is written where it could not be pruned"
+    );
+}

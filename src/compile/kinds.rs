@@ -105,6 +105,24 @@ pub fn scopes(defs: &[super::CompiledDefinition]) -> crate::gvk::Scopes {
     scopes
 }
 
+/// A kind `kinds` renders at another apiVersion than an earlier child (`earlier`) does:
+/// both name the same objects, so Stencil would watch and count each of them twice and
+/// compare one version's fields with the other's.
+pub(crate) fn second_version(earlier: &[Vec<Gvk>], kinds: &[Gvk]) -> Option<CompileError> {
+    let all: Vec<&Gvk> = earlier.iter().flatten().chain(kinds).collect();
+    kinds.iter().find_map(|k| {
+        let other = all
+            .iter()
+            .find(|o| o.group == k.group && o.kind == k.kind && o.version != k.version)?;
+        Some(CompileError::Invalid(format!(
+            "renders {} at {} and at {}: write one apiVersion for a kind across the definition's children",
+            k.kind,
+            k.api_version(),
+            other.api_version()
+        )))
+    })
+}
+
 /// `updatePolicy: Recreate` on a kind that holds data ([`crate::immutable::DATA_KINDS`])
 /// needs `acknowledgeDataLoss: true`; the acknowledgement means nothing without it.
 pub(crate) fn recreate_problem(child: &Child, kinds: &[Gvk]) -> Option<CompileError> {
@@ -163,5 +181,22 @@ mod tests {
         assert!(err.to_string().contains("kind must be literal"), "{err}");
         assert_eq!(line, 2);
         assert!(declared_kinds("metadata: {}\n").is_err());
+    }
+
+    #[test]
+    fn one_kind_at_two_api_versions_is_an_error_naming_both() {
+        let hpa = |v: &str| Gvk::parse(&format!("autoscaling/{v}"), "HorizontalPodAutoscaler").unwrap();
+        let earlier = vec![vec![hpa("v2")]];
+        let problem = second_version(&earlier, &[hpa("v1")]).unwrap().to_string();
+        assert!(
+            problem.contains("autoscaling/v1") && problem.contains("autoscaling/v2"),
+            "{problem}"
+        );
+        assert!(
+            second_version(&earlier, &[hpa("v2")]).is_none(),
+            "the same version twice is fine"
+        );
+        let cm = Gvk::parse("v1", "ConfigMap").unwrap();
+        assert!(second_version(&earlier, &[cm]).is_none());
     }
 }

@@ -181,6 +181,9 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
                 if let Some(problem) = kinds::recreate_problem(child, &k) {
                     report(Field::ChildUpdatePolicy(i), problem, None);
                 }
+                if let Some(problem) = kinds::second_version(&child_kinds, &k) {
+                    report(Field::ChildTemplate(i), problem, None);
+                }
                 child_kinds.push(k);
             }
             Err((e, line)) => {

@@ -3,6 +3,12 @@
 //! the Lease duration: by the time a standby may take the Lease, the old leader has
 //! stopped writing, whatever its tasks were doing (client-go's `renewDeadline <
 //! leaseDuration`, checked per request instead of per loop).
+//!
+//! The bound this leaves: a write is checked when it is handed to the client, not when
+//! its bytes reach the API server. On the client's open connection that is the same
+//! moment; a write that must open a new connection first may land up to the connect time
+//! later. The margin between the renew deadline and the Lease duration (5 s with the
+//! defaults, 10 s and 15 s) covers that unless connecting itself takes longer.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};

@@ -139,10 +139,7 @@ impl Election {
     /// Waits until this process leads; fails when the election task has stopped, since
     /// a standby that can never lead must not look healthy.
     pub async fn acquired(&mut self) -> Result<(), ElectionError> {
-        leading(&mut self.leader).await?;
-        // The Lease manager has just written the Lease.
-        self.fence.renewed(SystemTime::now());
-        Ok(())
+        renewed_by_us(&mut self.leader, &self.fence).await
     }
 
     /// Waits until this process stops leading: the Lease is lost, the election task
@@ -166,8 +163,11 @@ impl Election {
         self.fence.close();
     }
 
-    /// Leaves the election, releasing the Lease if held.
+    /// Leaves the election, releasing the Lease if held. The fence closes first: once
+    /// the Lease is released a standby may take it at once, and no write of this process
+    /// may follow.
     pub async fn release(self) {
+        self.fence.close();
         self.renewals.abort();
         drop(self.gauge);
         drop(self.leader);
@@ -187,6 +187,24 @@ async fn leading(leader: &mut watch::Receiver<bool>) -> Result<(), ElectionError
         }
     }
     Ok(())
+}
+
+/// Waits until this process leads and the fence is open. Leadership alone is not enough:
+/// after a restart under the same identity (a container restarted in its Pod), the
+/// Lease's holder record is this identity's from before, and the fence opens only for
+/// `renewTime + renew deadline` of a renewal the Lease watch reports, never from the
+/// moment leadership is reported, so it cannot stay open past the Lease's expiry.
+async fn renewed_by_us(leader: &mut watch::Receiver<bool>, fence: &Fence) -> Result<(), ElectionError> {
+    loop {
+        leading(leader).await?;
+        if fence.allows() {
+            return Ok(());
+        }
+        tokio::select! {
+            changed = leader.changed() => if changed.is_err() { return Err(ElectionError::Ended) },
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+    }
 }
 
 /// Opens the fence for each renewal of the Lease by this process, as the watch reports it.
@@ -223,6 +241,30 @@ mod tests {
         drop(tx);
         let outcome = tokio::time::timeout(Duration::from_secs(5), waiting).await;
         assert!(matches!(outcome, Ok(Ok(Err(ElectionError::Ended)))), "{outcome:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leadership_from_a_stale_holder_record_waits_for_a_renewal_of_its_own() {
+        let metrics = Metrics::default();
+        let fence = Fence::elected(Duration::from_secs(10), &metrics);
+        let (tx, mut rx) = watch::channel(true);
+        let waiting = {
+            let fence = fence.clone();
+            tokio::spawn(async move { renewed_by_us(&mut rx, &fence).await })
+        };
+        // The record says this identity holds the Lease, renewed 30 s ago by the process
+        // before the restart: past the renew deadline, it opens nothing.
+        fence.renewed(SystemTime::now() - Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiting.is_finished(), "no write may leave on the old record");
+        assert!(!fence.allows());
+        fence.renewed(SystemTime::now());
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("a renewal of its own lets it lead")
+            .unwrap()
+            .unwrap();
+        drop(tx);
     }
 
     #[tokio::test]

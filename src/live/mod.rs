@@ -310,6 +310,7 @@ fn render_with(
             observed: &observed.children,
             lookups: &lookups,
             scopes,
+            served: &[],
         },
     )
 }

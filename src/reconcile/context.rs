@@ -42,6 +42,8 @@ pub struct Context {
     pub lookups: Vec<WatchLease>,
     /// Which kinds are namespaced, from discovery.
     pub scopes: Arc<Scopes>,
+    /// The namespaces this Stencil serves (`--namespace`); empty: every namespace.
+    pub served: Vec<String>,
     /// Event recorder.
     pub recorder: Recorder,
     pub(super) failures: Mutex<HashMap<ParentRef, u32>>,
@@ -50,6 +52,10 @@ pub struct Context {
     pub(super) forbidden: Mutex<HashMap<ParentRef, String>>,
     /// When the oldest unserved reconcile request of each parent arrived.
     pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
+    /// The end of each deleted parent's finalize step (its `Finalized` condition), kept
+    /// here too: a parent whose status cannot be written (a CRD without a status
+    /// subresource) would otherwise run the step again on every pass.
+    pub(super) finalized: Mutex<HashMap<ParentRef, serde_json::Value>>,
     pub(super) readers: Mutex<Readers>,
     /// The selections each parent's selector lookups read.
     pub(super) selections: Mutex<Readers<Selection>>,
@@ -107,10 +113,12 @@ impl Context {
             children,
             lookups,
             scopes: Arc::new(scopes),
+            served: Vec::new(),
             recorder,
             failures: Mutex::new(HashMap::new()),
             forbidden: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
+            finalized: Mutex::new(HashMap::new()),
             readers: Mutex::new(Readers::default()),
             selections: Mutex::new(Readers::default()),
             waiting: Mutex::new(Readers::default()),
@@ -118,6 +126,14 @@ impl Context {
             outcomes: Mutex::new(HashMap::new()),
             definition_label: crate::render::label_value(&def.name),
             def,
+        }
+    }
+
+    /// The same context in a Stencil that serves only `namespaces` (empty: every one).
+    pub fn serving(self, namespaces: &[String]) -> Self {
+        Context {
+            served: namespaces.to_vec(),
+            ..self
         }
     }
 
@@ -155,6 +171,7 @@ impl Context {
             let conflicts = self.conflicts.lock().expect("conflicts lock");
             let outcomes = self.outcomes.lock().expect("outcomes lock");
             let forbidden = self.forbidden.lock().expect("forbidden lock");
+            let finalized = self.finalized.lock().expect("finalized lock");
             pending
                 .keys()
                 .chain(failures.keys())
@@ -164,6 +181,7 @@ impl Context {
                 .chain(waiting.parents())
                 .chain(conflicts.keys())
                 .chain(outcomes.keys())
+                .chain(finalized.keys())
                 .filter(|p| gone(p))
                 .cloned()
                 .collect()
@@ -210,6 +228,7 @@ impl Context {
         self.conflicts.lock().expect("conflicts lock").remove(parent);
         self.outcomes.lock().expect("outcomes lock").remove(parent);
         self.forbidden.lock().expect("forbidden lock").remove(parent);
+        self.finalized.lock().expect("finalized lock").remove(parent);
     }
 
     /// Whether this definition decorates `parent` now (always, for a composite one).

@@ -41,10 +41,39 @@ pub fn live_hash(live: &Value) -> Option<&str> {
 /// must have the same length and match element by element; fields the server adds are
 /// ignored. A Secret's write-only `stringData` is not compared (the hash covers it).
 pub fn live_contains(live: &Value, desired: &Value) -> bool {
-    contains(live, desired, 0)
+    contains(live, desired, 0, Field::Plain)
 }
 
-fn contains(live: &Value, desired: &Value, depth: usize) -> bool {
+/// Maps whose values are resource quantities in the built-in kinds (container
+/// `requests`/`limits`, ResourceQuota `hard`, LimitRange `max`/`default`/...).
+const QUANTITY_MAPS: &[&str] = &[
+    "requests",
+    "limits",
+    "hard",
+    "capacity",
+    "allocatable",
+    "overhead",
+    "default",
+    "defaultRequest",
+    "max",
+    "min",
+    "maxLimitRequestRatio",
+];
+
+/// Fields that are a quantity themselves (`emptyDir.sizeLimit`).
+const QUANTITY_FIELDS: &[&str] = &["sizeLimit"];
+
+/// What a value is, as far as the comparison cares.
+#[derive(Clone, Copy, PartialEq)]
+enum Field {
+    Plain,
+    /// A map of quantities.
+    Quantities,
+    /// One quantity, which the API server stores in canonical form.
+    Quantity,
+}
+
+fn contains(live: &Value, desired: &Value, depth: usize, field: Field) -> bool {
     match (live, desired) {
         // A null states no opinion (typed objects serialize absent optional fields so).
         (_, Value::Null) => true,
@@ -52,12 +81,20 @@ fn contains(live: &Value, desired: &Value, depth: usize) -> bool {
             if depth == 0 && k == "stringData" {
                 return true;
             }
-            l.get(k).map_or(dv.is_null(), |lv| contains(lv, dv, depth + 1))
+            let inner = if field == Field::Quantities || QUANTITY_FIELDS.contains(&k.as_str()) {
+                Field::Quantity
+            } else if QUANTITY_MAPS.contains(&k.as_str()) {
+                Field::Quantities
+            } else {
+                Field::Plain
+            };
+            l.get(k).map_or(dv.is_null(), |lv| contains(lv, dv, depth + 1, inner))
         }),
         (Value::Array(l), Value::Array(d)) => {
-            l.len() == d.len() && l.iter().zip(d).all(|(a, b)| contains(a, b, depth + 1))
+            l.len() == d.len() && l.iter().zip(d).all(|(a, b)| contains(a, b, depth + 1, Field::Plain))
         }
         (Value::Number(l), Value::Number(d)) => l.as_f64() == d.as_f64(),
+        (Value::String(l), d) if field == Field::Quantity => d.as_str() == Some(l) || crate::quantity::same(l, d),
         _ => live == desired,
     }
 }
@@ -76,6 +113,25 @@ mod tests {
         assert!(!live_contains(&edited, &desired));
         let extra_port = json!({"spec": {"ports": [{"port": 80}, {"port": 81}], "selector": {"app": "a"}}});
         assert!(!live_contains(&extra_port, &desired));
+    }
+
+    #[test]
+    fn a_quantity_the_server_canonicalised_is_the_same_but_other_strings_are_compared_as_written() {
+        let desired = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "1000m", "memory": "1024Mi"},
+            "requests": {"cpu": 0.5}}}], "volumes": [{"emptyDir": {"sizeLimit": "1024Ki"}}]}});
+        let live = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"},
+            "requests": {"cpu": "500m"}}}], "volumes": [{"emptyDir": {"sizeLimit": "1Mi"}}]}});
+        assert!(live_contains(&live, &desired));
+        let changed = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "2", "memory": "1Gi"},
+            "requests": {"cpu": "500m"}}}], "volumes": [{"emptyDir": {"sizeLimit": "1Mi"}}]}});
+        assert!(!live_contains(&changed, &desired), "a different quantity is drift");
+        assert!(
+            !live_contains(
+                &json!({"spec": {"version": "16.40"}}),
+                &json!({"spec": {"version": "16.4"}})
+            ),
+            "a string outside the quantity fields is compared as written"
+        );
     }
 
     #[test]

@@ -129,11 +129,16 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     let keep_all = parent.finalizers().iter().any(|f| f == ORPHAN_CASCADE);
     // The `Finalized` condition is the step's record: once it is written, a restarted
     // Stencil goes on with the teardown instead of rendering the finalize children again.
-    let finalized = match finalized_condition(parent) {
+    let me = ctx.parent_ref(parent);
+    let remembered = || ctx.finalized.lock().expect("finalized lock").get(&me).cloned();
+    let finalized = match finalized_condition(parent).or_else(remembered) {
         Some(c) => Some(c),
         None if ctx.def.spec.finalize.has_step() && !keep_all => match step(ctx, parent, &children).await? {
             Step::Pending(action) => return Ok(action),
-            Step::Done(c) => Some(c),
+            Step::Done(c) => {
+                ctx.finalized.lock().expect("finalized lock").insert(me, c.clone());
+                Some(c)
+            }
         },
         None => None,
     };
@@ -143,20 +148,33 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     } else {
         children
     };
-    let mut blocking = phases(ctx, parent, &uid, children, keep_all).await?;
-    if blocking.is_empty() {
+    let blocking = async {
+        let blocking = phases(ctx, parent, &uid, children, keep_all).await?;
+        if !blocking.is_empty() {
+            return Ok(blocking);
+        }
         // The store may lag behind a child created just before the deletion, or a
         // child's watch may be broken: before the finalizer goes, the API server itself
         // says that nothing of the parent's is left.
         let listed = listed_children(ctx, parent, &uid).await?;
-        if !listed.is_empty() {
-            blocking = phases(ctx, parent, &uid, listed, keep_all).await?;
+        if listed.is_empty() {
+            return Ok(Vec::new());
         }
-    }
-    if !blocking.is_empty() {
-        let message = format!("deleting; waiting for {}", blocking.join(", "));
-        write_deleting(ctx, parent, &message, finalized).await?;
-        return Err(ReconcileError::Waiting(message));
+        phases(ctx, parent, &uid, listed, keep_all).await
+    };
+    match blocking.await {
+        Ok(blocking) if blocking.is_empty() => {}
+        Ok(blocking) => {
+            let message = format!("deleting; waiting for {}", blocking.join(", "));
+            best_effort(ctx, parent, write_deleting(ctx, parent, &message, finalized).await);
+            return Err(ReconcileError::Waiting(message));
+        }
+        // The parent says why its deletion is stuck, not only the log.
+        Err(e) => {
+            let message = format!("deleting; {e}");
+            best_effort(ctx, parent, write_deleting(ctx, parent, &message, finalized).await);
+            return Err(e);
+        }
     }
     release(&ctx.parent_api(parent), parent)
         .await
@@ -166,6 +184,15 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
             source,
         })?;
     Ok(Action::await_change())
+}
+
+/// Logs a status write that failed where the teardown must go on regardless: the status
+/// is a record, and a parent whose CRD has no status subresource (or whose status
+/// cannot be written for any reason) must still be finalized within its timeout.
+fn best_effort(ctx: &Context, parent: &DynamicObject, written: Result<(), ReconcileError>) {
+    if let Err(e) = written {
+        tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), error = %e, "status not written; the teardown goes on");
+    }
 }
 
 /// Writes `Ready=False` with reason `Deleting`, keeping the `Finalized` record.
@@ -233,9 +260,12 @@ async fn step(
         }
     }
     let done = |reason: &str, message: &str| condition(FINALIZED, true, reason, message, None);
+    // The `Finalized` record is written where it can be; where it cannot, the step runs
+    // again on the next pass (it is idempotent) and ends the same way.
     if pending.is_empty() {
         let c = done("Finalized", "the finalize step completed");
-        write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await?;
+        let written = write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await;
+        best_effort(ctx, parent, written);
         return Ok(Step::Done(c));
     }
     let why = pending.join("; ");
@@ -244,7 +274,8 @@ async fn step(
         tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{message}");
         // The condition is written before the teardown, so the event is emitted once.
         let c = done("FinalizeTimeout", &message);
-        write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await?;
+        let written = write_deleting(ctx, parent, "deleting the children", Some(c.clone())).await;
+        best_effort(ctx, parent, written);
         ctx.event(parent, EventType::Warning, "FinalizeTimeout", message).await;
         return Ok(Step::Done(c));
     }
@@ -253,7 +284,7 @@ async fn step(
         condition("Ready", false, "Finalizing", &message, None),
         condition(FINALIZED, false, "Finalizing", &message, None),
     ]});
-    super::status::write(ctx, parent, &status).await?;
+    best_effort(ctx, parent, super::status::write(ctx, parent, &status).await);
     Ok(Step::Pending(Action::requeue((timeout - elapsed).min(ctx.resync()))))
 }
 

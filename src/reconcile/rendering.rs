@@ -49,6 +49,7 @@ pub(super) async fn render_off_thread<T: Send + 'static>(
                 observed: &observed,
                 lookups: &lookups,
                 scopes: &job_ctx.scopes,
+                served: &job_ctx.served,
             };
             render(&job_ctx.def, input)
         });

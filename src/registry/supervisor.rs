@@ -330,7 +330,8 @@ pub(super) async fn resolve(
         parents,
         children,
         lookups,
-    ))
+    )
+    .serving(watches.namespaces()))
 }
 
 /// Which parents a definition's watch sees: a decorator's label selector goes to the API

@@ -80,6 +80,12 @@ pub(super) fn decorate(
                 "{kind} {name} targets namespace `{ns}`, outside the parent's namespace; list it in spec.allowedNamespaces to allow it"
             ));
         }
+        if !info.serves(ns) {
+            return Err(format!(
+                "{kind} {name} targets namespace `{ns}`, which this Stencil does not serve (--namespace {}): it could be neither watched nor pruned there; add `{ns}` to --namespace (the chart's watchNamespaces)",
+                info.served.join(",")
+            ));
+        }
         metadata.insert("namespace".into(), Value::String(ns.clone()));
     }
 

@@ -40,7 +40,7 @@ impl FinalizeOutput {
 
 /// Renders the finalize step of a parent being deleted.
 pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<FinalizeOutput, RenderFailure> {
-    let info = ParentInfo::new(def, input.parent);
+    let info = ParentInfo::new(def, input.parent).serving(input.served);
     let context = context(def, &input);
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.finalize_order(), &jinja_ctx, &input)?;

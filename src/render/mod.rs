@@ -46,6 +46,9 @@ pub struct RenderInput<'a> {
     pub lookups: &'a BTreeMap<String, Value>,
     /// Which kinds are namespaced.
     pub scopes: &'a Scopes,
+    /// The namespaces this Stencil serves (`--namespace`); empty: every namespace. A
+    /// child outside them could be neither watched nor pruned, so it is refused.
+    pub served: &'a [String],
 }
 
 /// One object the parent should have.
@@ -210,10 +213,11 @@ struct ParentInfo<'a> {
     def: &'a CompiledDefinition,
     object: &'a Value,
     namespace: Option<&'a str>,
+    served: &'a [String],
 }
 
-impl ParentInfo<'_> {
-    fn new<'a>(def: &'a CompiledDefinition, object: &'a Value) -> ParentInfo<'a> {
+impl<'a> ParentInfo<'a> {
+    fn new(def: &'a CompiledDefinition, object: &'a Value) -> ParentInfo<'a> {
         ParentInfo {
             def,
             object,
@@ -221,7 +225,18 @@ impl ParentInfo<'_> {
                 .pointer("/metadata/namespace")
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty()),
+            served: &[],
         }
+    }
+
+    /// The same parent, rendered by a Stencil that serves only `served` (empty: all).
+    fn serving(self, served: &'a [String]) -> ParentInfo<'a> {
+        ParentInfo { served, ..self }
+    }
+
+    /// Whether this Stencil watches namespace `ns`.
+    fn serves(&self, ns: &str) -> bool {
+        self.served.is_empty() || self.served.iter().any(|s| s == ns)
     }
 
     fn place(&self, template: &str, inner: Option<(u64, u64)>) -> Place {
@@ -323,7 +338,7 @@ fn context(def: &CompiledDefinition, input: &RenderInput<'_>) -> Value {
 
 /// Renders a parent: its desired children, the children still waiting, and its status.
 pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
-    let info = ParentInfo::new(def, input.parent);
+    let info = ParentInfo::new(def, input.parent).serving(input.served);
     let meta = |key: &str| string_map(input.parent.pointer(&format!("/metadata/{key}")));
     if !def.decorates(meta("labels").as_ref(), meta("annotations").as_ref()) {
         // A decorator renders nothing for an object its selectors do not match: whatever

@@ -53,6 +53,7 @@ impl Inputs {
             observed: &self.observed,
             lookups: &self.lookups,
             scopes: &self.scopes,
+            served: &[],
         }
     }
     fn run(&self, def: &CompiledDefinition, parent: &Value) -> Result<RenderOutput, RenderFailure> {
@@ -123,6 +124,35 @@ fn another_namespace_needs_allowed_namespaces() {
     // An ownerReference cannot cross namespaces; the labels lead back to the parent.
     assert_eq!(meta.get("ownerReferences"), None);
     assert_eq!(meta["labels"]["stencil.dev/parent-namespace"], "team");
+
+    // A Stencil that serves only some namespaces refuses a child outside them: it could
+    // neither watch nor prune it there.
+    let inputs = Inputs::new();
+    let served = ["team".to_string(), "web".to_string()];
+    let err = render(
+        &def,
+        RenderInput {
+            served: &served,
+            ..inputs.input(&parent())
+        },
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`shared`, which this Stencil does not serve (--namespace team,web)"),
+        "{err}"
+    );
+    let served = ["team".to_string(), "shared".to_string()];
+    assert!(
+        render(
+            &def,
+            RenderInput {
+                served: &served,
+                ..inputs.input(&parent())
+            }
+        )
+        .is_ok()
+    );
 }
 
 #[test]

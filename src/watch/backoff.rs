@@ -39,6 +39,12 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
     }
 }
 
+/// How long a failure stays current without another one. A failing watch retries at
+/// least every 10 s (5 s, doubled at most by the jitter) and records each failure; a
+/// watch that resumed after an outage records nothing, and a quiet kind may send no event
+/// to clear the last failure, so it fades instead.
+const CURRENT_FOR: Duration = Duration::from_secs(20);
+
 /// What went wrong with a watch, as the definition's status reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchFailure {
@@ -46,6 +52,15 @@ pub struct WatchFailure {
     pub forbidden: bool,
     /// The message; a forbidden one names the rule to add.
     pub message: String,
+    /// When it happened.
+    pub at: tokio::time::Instant,
+}
+
+impl WatchFailure {
+    /// Whether the watch may still be failing: no retry has gone by without a failure.
+    pub fn current(&self) -> bool {
+        self.at.elapsed() < CURRENT_FOR
+    }
 }
 
 /// A watch error as a status message.
@@ -59,6 +74,7 @@ pub(super) fn describe(e: &watcher::Error, ar: &kube::core::ApiResource) -> Watc
     match inner {
         Some(kube::Error::Api(status)) if status.code == 403 => WatchFailure {
             forbidden: true,
+            at: tokio::time::Instant::now(),
             message: format!(
                 "forbidden to list and watch {}: add the rule {}",
                 ar.plural,
@@ -67,6 +83,7 @@ pub(super) fn describe(e: &watcher::Error, ar: &kube::core::ApiResource) -> Watc
         },
         _ => WatchFailure {
             forbidden: false,
+            at: tokio::time::Instant::now(),
             message: format!("watching {}: {e}", ar.plural),
         },
     }

@@ -193,6 +193,11 @@ impl Watches {
         }
     }
 
+    /// The namespaces namespaced kinds are watched in; empty: every namespace.
+    pub fn namespaces(&self) -> &[String] {
+        &self.namespaces
+    }
+
     /// How many watches run now.
     pub fn len(&self) -> usize {
         self.registry.running.lock().expect("watches lock").len()
@@ -226,7 +231,7 @@ impl Watches {
         let mut failures = lease.failures();
         let failed = async {
             loop {
-                if let Some(f) = failures.borrow_and_update().clone() {
+                if let Some(f) = failures.borrow_and_update().clone().filter(WatchFailure::current) {
                     return f;
                 }
                 if failures.changed().await.is_err() {

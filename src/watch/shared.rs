@@ -145,8 +145,13 @@ impl SharedWatch {
     }
 
     /// Why the watch is failing, if it is: a forbidden list or watch names the missing rule.
+    /// A failure no retry has repeated for a while is over (see [`WatchFailure::current`]).
     pub fn error(&self) -> Option<String> {
-        self.failure.borrow().as_ref().map(|f| f.message.clone())
+        self.failure
+            .borrow()
+            .as_ref()
+            .filter(|f| f.current())
+            .map(|f| f.message.clone())
     }
 
     /// Follows the watch's failures, for a caller waiting on its first list.

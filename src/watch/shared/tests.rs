@@ -160,3 +160,27 @@ fn each_definition_sees_only_its_own_children_and_parents() {
     assert!(shared.children_of("first", "u1").is_empty());
     assert_eq!(shared.children_of("second", "u1").len(), 2);
 }
+
+/// A failure shows until an event clears it or, for a quiet kind whose watch resumed
+/// without an event, until no retry has repeated it for a while.
+#[tokio::test(start_paused = true)]
+async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it() {
+    let (mut writer, shared) = watch();
+    let failure = || WatchFailure {
+        forbidden: false,
+        message: "watching configmaps: connection refused".into(),
+        at: tokio::time::Instant::now(),
+    };
+    shared.failed(failure());
+    assert!(shared.error().is_some_and(|e| e.contains("connection refused")));
+    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+    assert_eq!(shared.error(), None, "an event clears it");
+
+    shared.failed(failure());
+    tokio::time::advance(std::time::Duration::from_secs(8)).await;
+    shared.failed(failure());
+    tokio::time::advance(std::time::Duration::from_secs(15)).await;
+    assert!(shared.error().is_some(), "repeated 15 s ago: still failing");
+    tokio::time::advance(std::time::Duration::from_secs(10)).await;
+    assert_eq!(shared.error(), None, "no retry failed for 25 s: the watch resumed");
+}
