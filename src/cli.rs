@@ -219,6 +219,11 @@ pub struct RunArgs {
     /// How long a watch's first list may take before the definition reports it.
     #[arg(long, default_value = "10s", value_parser = seconds)]
     pub sync_timeout: std::time::Duration,
+    /// Who stores parents anew when a definition's storage version changes: `auto` asks
+    /// the cluster (a StorageVersionMigration) where it serves and runs one, and rewrites
+    /// each object otherwise; `rewrite` always rewrites.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub storage_migration: stencil::migrate::Method,
     /// Where the conversion webhook listens (served only with --webhook-service or
     /// --webhook-url).
     #[arg(long, default_value = "0.0.0.0:9443")]

@@ -114,6 +114,7 @@ async fn serve(args: RunArgs) -> Result<()> {
         leader,
         sync_timeout: args.sync_timeout,
         webhook,
+        storage_migration: args.storage_migration,
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

@@ -1,8 +1,12 @@
 //! Storage-version migration: when a definition's CRD stores at a new version while
-//! objects may still sit in etcd at an old one, every object is rewritten (a no-op
-//! update the API server stores at the new version), and only then are the old versions
-//! dropped from the CRD's `status.storedVersions`. After that an old version can be
-//! removed without losing anything. Progress goes to the definition's status.
+//! objects may still sit in etcd at an old one, every object is stored anew at the new
+//! version, and only then are the old versions dropped from the CRD's
+//! `status.storedVersions`. After that an old version can be removed without losing
+//! anything. Where the cluster migrates storage itself (a `StorageVersionMigration`,
+//! [`cluster`]), Stencil asks it to; elsewhere it rewrites every object (a no-op update
+//! the API server stores at the new version). Progress goes to the definition's status.
+
+mod cluster;
 
 use std::time::Duration;
 
@@ -46,13 +50,26 @@ pub enum MigrateError {
     },
 }
 
+/// Who stores the objects anew.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Method {
+    /// The cluster's StorageVersionMigration where it is served and taken up; Stencil's
+    /// own rewrite otherwise.
+    #[default]
+    Auto,
+    /// Stencil rewrites every object itself.
+    Rewrite,
+}
+
 /// Where a migration stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Progress {
     /// The CRD's `status.storedVersions` now.
     pub stored_versions: Vec<String>,
-    /// Objects rewritten so far.
+    /// Objects Stencil rewrote so far.
     pub migrated: u64,
+    /// The StorageVersionMigration doing the work, when the cluster does it.
+    pub through: Option<String>,
 }
 
 /// The `storageVersionHash` discovery shows for a resource stored at `group/version/kind`.
@@ -66,6 +83,7 @@ pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
 pub async fn run(
     client: &kube::Client,
     def: &CompiledDefinition,
+    method: Method,
     report: impl Fn(Progress),
 ) -> Result<(), MigrateError> {
     let (Some(crd), Some(version)) = (crate::crd::crd_name(def), def.storage_version()) else {
@@ -84,21 +102,75 @@ pub async fn run(
         report(Progress {
             stored_versions: stored,
             migrated: 0,
+            through: None,
         });
         return Ok(());
     }
     tracing::info!(crd, from = ?stored, to = %version, "migrating stored objects to the storage version");
     wait_until_storing(client, def, &crd, &version).await?;
     let plural = crd.split('.').next().unwrap_or_default();
+    let mut migrated = 0;
+    let by_cluster = method == Method::Auto && {
+        let name = cluster::name(&crd, &version);
+        report(Progress {
+            stored_versions: stored.clone(),
+            migrated: 0,
+            through: Some(name.clone()),
+        });
+        match cluster::migrate(client, &def.parent.group, plural, &name).await {
+            cluster::Outcome::Succeeded => true,
+            cluster::Outcome::Unavailable(why) => {
+                tracing::info!(
+                    crd,
+                    why,
+                    "the cluster does not migrate storage here; rewriting every object"
+                );
+                false
+            }
+        }
+    };
+    if !by_cluster {
+        migrated = rewrite(client, def, plural, &version, |migrated| {
+            report(Progress {
+                stored_versions: stored.clone(),
+                migrated,
+                through: None,
+            })
+        })
+        .await
+        .map_err(fail)?;
+    }
+    let status = serde_json::json!({"status": {"storedVersions": [version]}});
+    crds.patch_status(&crd, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(fail)?;
+    tracing::info!(crd, migrated, by_cluster, version = %version, "storage migration done; storedVersions pruned");
+    report(Progress {
+        stored_versions: vec![version.clone()],
+        migrated,
+        through: by_cluster.then(|| cluster::name(&crd, &version)),
+    });
+    Ok(())
+}
+
+/// Rewrites every object of the parent resource at `version`, page by page; returns how
+/// many it rewrote, calling `report` after each page.
+async fn rewrite(
+    client: &kube::Client,
+    def: &CompiledDefinition,
+    plural: &str,
+    version: &str,
+    report: impl Fn(u64),
+) -> Result<u64, kube::Error> {
     let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(&def.parent.group, &version, &def.parent.kind),
+        &GroupVersionKind::gvk(&def.parent.group, version, &def.parent.kind),
         plural,
     );
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut migrated = 0u64;
     let mut params = ListParams::default().limit(PAGE);
     loop {
-        let page = api.list(&params).await.map_err(fail)?;
+        let page = api.list(&params).await?;
         for obj in &page.items {
             let name = obj.metadata.name.clone().unwrap_or_default();
             let scoped: Api<DynamicObject> = match &obj.metadata.namespace {
@@ -109,29 +181,16 @@ pub async fn run(
                 // A conflict means someone wrote it since the list: it is stored anew.
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                Err(e) => return Err(fail(e)),
+                Err(e) => return Err(e),
             }
             migrated += 1;
         }
-        report(Progress {
-            stored_versions: stored.clone(),
-            migrated,
-        });
+        report(migrated);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
-            None => break,
+            None => return Ok(migrated),
         }
     }
-    let status = serde_json::json!({"status": {"storedVersions": [version]}});
-    crds.patch_status(&crd, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .map_err(fail)?;
-    tracing::info!(crd, migrated, version = %version, "storage migration done; storedVersions pruned");
-    report(Progress {
-        stored_versions: vec![version.clone()],
-        migrated,
-    });
-    Ok(())
 }
 
 /// Waits until discovery shows the resource stored at `version`, so that every rewrite

@@ -7,49 +7,15 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    CM, Process, TestNamespace, assert_invariants, child, client, count_ready, definition, full_faults, spawn_stencil,
-    unique_group, wait_established, wait_for,
+    CM, Process, TestNamespace, apiserver, assert_invariants, child, client, count_ready, definition, etcd,
+    full_faults, spawn_stencil, unique_group, wait_established, wait_for,
 };
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use serde_json::{Value, json};
-
-fn apiserver(args: &[&str]) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testenv/apiserver.sh");
-    let out = Command::new(script).args(args).output().expect("apiserver.sh");
-    assert!(
-        out.status.success(),
-        "apiserver.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
-
-/// A POST to etcd's JSON gateway.
-async fn etcd(url: &str, path: &str, body: Value) -> Value {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = url.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("etcd answers");
-    let body = body.to_string();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    s.read_to_string(&mut response).await.unwrap();
-    let (head, json) = response.split_once("\r\n\r\n").expect("an HTTP response");
-    assert!(head.starts_with("HTTP/1.1 200"), "etcd {path}: {response}");
-    // The gateway may answer chunked: the JSON object is what lies between the braces.
-    let start = json.find('{').expect("a JSON body");
-    let end = json.rfind('}').expect("a JSON body");
-    serde_json::from_str(&json[start..=end]).unwrap()
-}
+use serde_json::json;
 
 /// Kills the API server, moves etcd on and compacts away the revisions the watches would
 /// resume from, and starts the API server again: every watch gets 410 Gone and relists.
@@ -135,9 +101,10 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     wait_established(&client, &format!("widgets.{group}")).await;
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let first = 10;
+    // The full suite relists more than one page (the watcher lists 500 a page).
+    let first = if full_faults() { 520 } else { 10 };
     create(&api, &group, (0..first).map(|i| format!("w{i}"))).await;
-    wait_for("the first parents Ready", Duration::from_secs(90), || async {
+    wait_for("the first parents Ready", Duration::from_secs(180), || async {
         (count_ready(&api).await == first).then_some(())
     })
     .await;
@@ -183,7 +150,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     // relist publishes them only once its store holds them, so none is dropped as not
     // found and none is rendered from its old copy.
     expire_watches().await;
-    let during = 20;
+    let during = if full_faults() { 50 } else { 20 };
     create(&api, &group, (0..during).map(|i| format!("d{i}"))).await;
     for i in 0..5 {
         let edit = json!({"spec": {"size": 2}});

@@ -123,14 +123,43 @@ fn widgets(group: &str, storage: &str, versions: &[&str]) -> String {
 }
 
 #[tokio::test]
-async fn a_storage_version_switch_migrates_every_object_and_prunes_stored_versions() {
+async fn a_storage_version_switch_migrates_every_object_through_the_cluster_and_prunes_stored_versions() {
+    storage_version_switch(stencil::migrate::Method::Auto).await;
+}
+
+#[tokio::test]
+async fn a_storage_version_switch_migrates_every_object_by_rewrites_and_prunes_stored_versions() {
+    storage_version_switch(stencil::migrate::Method::Rewrite).await;
+}
+
+/// The apiVersion etcd holds each of `names` at, read past the API server.
+async fn stored_at(group: &str, ns: &str, names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut versions = Vec::new();
+    for name in names {
+        let obj = common::stored_in_etcd(&format!("/registry/{group}/widgets/{ns}/{name}"))
+            .await
+            .unwrap_or_else(|| panic!("etcd has no {ns}/{name}"));
+        versions.push(obj["apiVersion"].as_str().unwrap_or_default().to_string());
+    }
+    versions
+}
+
+/// Five Widgets stored at v1; the definition switches storage to v2; every object ends
+/// up stored at v2 in etcd (by `method`), `storedVersions` is pruned, and v1 can go.
+async fn storage_version_switch(method: stencil::migrate::Method) {
     let client = client().await;
     let ns = TestNamespace::new(&client, "migrate").await;
     let group = unique_group();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("widgets.yaml");
     std::fs::write(&file, widgets(&group, "v1", &["v1", "v2"])).unwrap();
-    let _stencil = common::start_stencil(&[dir.path().to_path_buf()], false).await;
+    let stencil = common::start_stencil_options(stencil::runtime::Options {
+        definitions: vec![dir.path().to_path_buf()],
+        cluster_definitions: false,
+        storage_migration: method,
+        ..Default::default()
+    })
+    .await;
     let crd_name = format!("widgets.{group}");
     wait_established(&client, &crd_name).await;
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
@@ -147,6 +176,10 @@ async fn a_storage_version_switch_migrates_every_object_and_prunes_stored_versio
         Some(vec!["v1".to_string()])
     );
 
+    let names = || (0..5).map(|i| format!("w{i}"));
+    let v1_only = vec![format!("{group}/v1"); 5];
+    assert_eq!(stored_at(&group, &ns.name, names()).await, v1_only);
+
     std::fs::write(&file, widgets(&group, "v2", &["v1", "v2"])).unwrap();
     wait_for("storedVersions to be pruned to v2", TIMEOUT, || async {
         let crd = crds.get(&crd_name).await.ok()?;
@@ -154,6 +187,21 @@ async fn a_storage_version_switch_migrates_every_object_and_prunes_stored_versio
         (storage == "v2" && stored(&crd) == Some(vec!["v2".to_string()])).then_some(())
     })
     .await;
+    let v2_only = vec![format!("{group}/v2"); 5];
+    assert_eq!(
+        stored_at(&group, &ns.name, names()).await,
+        v2_only,
+        "etcd holds every object at v2"
+    );
+    let rewrites = stencil
+        .take_writes()
+        .iter()
+        .filter(|w| w.starts_with("PUT") && w.contains("/widgets/"))
+        .count();
+    match method {
+        stencil::migrate::Method::Auto => assert_eq!(rewrites, 0, "the cluster migrated, not Stencil"),
+        stencil::migrate::Method::Rewrite => assert_eq!(rewrites, 5, "Stencil rewrote each object"),
+    }
 
     // Nothing is stored at v1 any more, so dropping it is not a breaking change.
     std::fs::write(&file, widgets(&group, "v2", &["v2"])).unwrap();

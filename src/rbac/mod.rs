@@ -224,6 +224,13 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
             &["patch"],
             &crd_names,
         );
+        // The cluster's own storage migration, named after the CRD and the version.
+        needs.cluster.grant(
+            "storagemigration.k8s.io",
+            "storageversionmigrations",
+            &["create", "get", "delete"],
+            &[],
+        );
     }
     let own = if options.namespaces.is_empty() {
         &mut needs.cluster

@@ -146,10 +146,22 @@ impl Report {
             }
             Report::Migration(progress) => {
                 status["storedVersions"] = json!(progress.stored_versions);
-                status["migratedObjects"] = json!(progress.migrated);
+                if progress.through.is_none() {
+                    status["migratedObjects"] = json!(progress.migrated);
+                }
                 let done = progress.stored_versions.len() <= 1;
-                let message = if done {
+                let message = if let (true, Some(svm)) = (done, &progress.through) {
+                    format!(
+                        "every object is stored at {} (migrated by StorageVersionMigration {svm})",
+                        progress.stored_versions.join(", ")
+                    )
+                } else if done {
                     format!("every object is stored at {}", progress.stored_versions.join(", "))
+                } else if let Some(svm) = &progress.through {
+                    format!(
+                        "the cluster migrates the objects stored at {} (StorageVersionMigration {svm})",
+                        progress.stored_versions.join(", ")
+                    )
                 } else {
                     format!(
                         "rewriting objects stored at {}: {} so far",

@@ -52,6 +52,8 @@ pub struct Shell {
     pub reports: Reports,
     /// The conversion webhook CRDs point at, when this process serves one.
     pub webhook: Option<crate::crd::Webhook>,
+    /// Who stores objects anew when a storage version changes.
+    pub storage_migration: crate::migrate::Method,
 }
 
 /// Runs the effects.
@@ -241,9 +243,10 @@ async fn serve(
     };
     let _migration = refused.is_none().then(|| {
         let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
+        let method = shell.storage_migration;
         crate::tasks::Owned::spawn(async move {
             let progress = |p| reports.send(&origin, Report::Migration(p));
-            if let Err(e) = crate::migrate::run(&client, &def, progress).await {
+            if let Err(e) = crate::migrate::run(&client, &def, method, progress).await {
                 let message = e.to_string();
                 reports.send(&origin, Report::MigrationFailed { message });
             }

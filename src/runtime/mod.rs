@@ -40,6 +40,8 @@ pub struct Options {
     /// The conversion webhook; none serves none, and a definition whose versions convert
     /// then reports that it needs one.
     pub webhook: Option<crate::webhook::Settings>,
+    /// Who stores objects anew when a definition's storage version changes.
+    pub storage_migration: crate::migrate::Method,
 }
 
 impl Default for Options {
@@ -53,6 +55,7 @@ impl Default for Options {
             leader: None,
             sync_timeout: Duration::from_secs(10),
             webhook: None,
+            storage_migration: crate::migrate::Method::Auto,
         }
     }
 }
@@ -199,6 +202,7 @@ impl Runtime {
             metrics,
             reports,
             webhook: served.as_ref().map(|s| s.webhook.clone()),
+            storage_migration: options.storage_migration,
         };
         let mut registry = Registry::new(shell);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");
