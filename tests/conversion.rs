@@ -278,6 +278,32 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(reads > 0, "conversion was exercised while no replica led");
+
+    // The generated certificate is one, kept in the Secret: the survivor presents what
+    // the first replica made, and a replica started again reuses it.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns.name);
+    let secret = secrets.get("webhook-cert").await.unwrap();
+    let data = secret.data.clone().unwrap();
+    let (ca, kept) = (&data["ca.crt"].0, &data["tls.crt"].0);
+    let kept_leaf = pem_certificates(kept).remove(0);
+    assert_eq!(
+        presented_certificate(second, ca),
+        kept_leaf,
+        "the standby serves the Secret's certificate"
+    );
+    let restarted = spawn_stencil_env(&args(first), &kubeconfig, dir.path().join("c.log"), &env);
+    let presented = wait_for("the restarted replica to serve", TIMEOUT, || async {
+        std::panic::catch_unwind(|| presented_certificate(first, ca)).ok()
+    })
+    .await;
+    assert_eq!(presented, kept_leaf, "a restart reuses the kept certificate");
+    let after_restart = secrets.get("webhook-cert").await.unwrap();
+    assert_eq!(
+        after_restart.resource_version(),
+        secret.resource_version(),
+        "nobody rewrote the Secret"
+    );
+    drop(restarted);
     let mut after = site.clone();
     after.metadata.name = Some("after".into());
     old.create(&PostParams::default(), &after).await.unwrap();
@@ -287,4 +313,88 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
         s.data.pointer("/status/conditions").map(|_| ())
     })
     .await;
+}
+
+/// The certificates in a PEM bundle, as DER.
+fn pem_certificates(pem: &[u8]) -> Vec<Vec<u8>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    CertificateDer::pem_slice_iter(pem)
+        .map(|c| c.expect("a PEM certificate").to_vec())
+        .collect()
+}
+
+/// The serving certificate the webhook on loopback `port` presents, verified against
+/// the CA in `ca_pem` for the name 127.0.0.1.
+fn presented_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for der in pem_certificates(ca_pem) {
+        roots.add(der.into()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the webhook listens");
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
+    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .expect("a TLS handshake the CA verifies");
+    conn.peer_certificates().expect("a certificate")[0].to_vec()
+}
+
+#[tokio::test]
+async fn a_template_that_fails_for_one_object_fails_its_request_by_name_and_line_and_the_webhook_serves_on() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "convfail").await;
+    let group = unique_group();
+    let dir = tempfile::tempdir().unwrap();
+    let path = website(&group, dir.path());
+    // v1alpha1 → v1 fails for one hostname only.
+    let text = std::fs::read_to_string(&path).unwrap().replacen(
+        "{%- if object.spec.hostname %}",
+        "{%- if object.spec.hostname == \"fail.example.com\" %}{{ object.spec.missing | required(\"spec.missing is required\") }}{% endif %}{%- if object.spec.hostname %}",
+        1,
+    );
+    assert!(
+        text.contains("fail.example.com"),
+        "the bundled website's toStorage changed"
+    );
+    std::fs::write(&path, text).unwrap();
+    let webhook = common::loopback_webhook(&ns.name, "webhook-cert");
+    let _stencil = common::start_stencil_with(&[path], false, Some(webhook)).await;
+    wait_established(&client, &format!("websites.{group}")).await;
+    let old = sites(&client, &group, "v1alpha1", &ns.name);
+    let site = |name: &str, host: &str| {
+        object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
+            "metadata": {"name": name, "namespace": ns.name},
+            "spec": {"content": {"index.html": "hi"}, "hostname": host}}))
+    };
+    wait_for("the webhook to convert", TIMEOUT, || async {
+        old.create(&PostParams::default(), &site("good", "docs.example.com"))
+            .await
+            .ok()
+    })
+    .await;
+    let err = old
+        .create(&PostParams::default(), &site("bad", "fail.example.com"))
+        .await
+        .expect_err("a template that fails fails the request");
+    let message = err.to_string();
+    assert!(message.contains("bad"), "names the object: {message}");
+    assert!(
+        message.contains("spec.missing is required"),
+        "says what failed: {message}"
+    );
+    assert!(message.contains("website.yaml:"), "names the file and line: {message}");
+    assert!(old.get_opt("bad").await.unwrap().is_none(), "nothing was stored");
+    old.create(&PostParams::default(), &site("after", "www.example.com"))
+        .await
+        .expect("the webhook serves on");
+    assert_eq!(old.list(&Default::default()).await.unwrap().items.len(), 2);
 }
