@@ -1027,11 +1027,12 @@ fn report(r: &BTreeMap<&str, Value>) {
         (
             "B10 GET through the conversion webhook (v1alpha1 of a v1 object)",
             format!(
-                "{}; {} at v1; +{:.1} ms p50, {:.2} ms inside the webhook",
+                "{}; {} at v1; +{:.1} ms p50, {:.2} ms inside the webhook; {:.0} ns per object converted (pure)",
                 ms("b10_get_converted"),
                 ms("b10_get_v1"),
                 f("b10_added_p50_ms"),
-                f("b10_webhook_mean_ms")
+                f("b10_webhook_mean_ms"),
+                f("b10_convert_ns_per_object")
             ),
             String::new(),
             String::new(),

@@ -34,6 +34,24 @@ async fn timed(api: &Api<DynamicObject>, samples: usize) -> Vec<Duration> {
     out
 }
 
+/// The pure conversion of one Website, timed without a cluster: v1 → v1alpha1 (the
+/// lossless path, with the conversion-data annotation) and back, mean ns per object.
+fn pure(site: &Value, results: &mut BTreeMap<&'static str, Value>) {
+    let path = root().join("operators/website.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (defs, diagnostics) = stencil::compile::compile_file(&path.display().to_string(), &text);
+    assert!(diagnostics.0.is_empty(), "{diagnostics}");
+    let def = &defs[0];
+    const ROUNDS: u32 = 2_000;
+    let started = Instant::now();
+    for _ in 0..ROUNDS {
+        let old = stencil::convert::convert(def, site, "v1alpha1").expect("v1 to v1alpha1");
+        stencil::convert::convert(def, &old, "v1").expect("and back");
+    }
+    let per_object = started.elapsed().as_nanos() as f64 / f64::from(2 * ROUNDS);
+    results.insert("b10_convert_ns_per_object", json!(per_object.round()));
+}
+
 /// Runs B10 with `samples` reads at each version.
 pub(super) async fn run(client: &Client, dir: &Path, samples: usize, results: &mut BTreeMap<&'static str, Value>) {
     let defs = dir.join("conversion");
@@ -67,6 +85,7 @@ pub(super) async fn run(client: &Client, dir: &Path, samples: usize, results: &m
                  "ingressClassName": "nginx", "tlsSecretName": "docs-tls"}
     }))
     .unwrap();
+    pure(&serde_json::to_value(&site).unwrap(), results);
     let v1 = sites(client, "v1", ns);
     let old = sites(client, "v1alpha1", ns);
     until("the Website to be created", Duration::from_secs(60), || async {
