@@ -62,25 +62,40 @@ async fn an_old_version_is_read_as_the_new_and_back_with_nothing_lost() {
     // Written at v1alpha1, read at v1.
     let written = object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
         "metadata": {"name": "blog", "namespace": ns.name},
-        "spec": {"content": {"index.html": "hi"}, "hostname": "blog.example.com", "tls": {"secretName": "blog-tls"}}}));
+        "spec": {"content": {"index.html": "hi"}, "domain": "blog.example.com"}}));
     common::create_when_served(&old, &written).await;
     let read = new.get("blog").await.unwrap();
-    assert_eq!(read.data["spec"]["domain"], "blog.example.com");
-    assert_eq!(read.data["spec"]["tlsSecretName"], "blog-tls");
+    assert_eq!(read.data["spec"]["domains"], json!(["blog.example.com"]));
     assert_eq!(
         read.data["spec"]["replicas"], 2,
         "v1's default applies to what v1alpha1 wrote"
     );
+    // The children are rendered from the v1 view: the Ingress serves `domains`.
+    let ingresses: Api<k8s_openapi::api::networking::v1::Ingress> = Api::namespaced(client.clone(), &ns.name);
+    let ingress = wait_for("the blog's Ingress", TIMEOUT, || async {
+        ingresses.get_opt("blog").await.ok()?
+    })
+    .await;
+    let hosts: Vec<_> = ingress
+        .spec
+        .unwrap()
+        .rules
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| r.host)
+        .collect();
+    assert_eq!(hosts, vec!["blog.example.com".to_string()]);
 
-    // Written at v1 with a field v1alpha1 cannot hold, read and patched through v1alpha1.
+    // Written at v1 with two domains and TLS, which v1alpha1 cannot hold, read and
+    // patched through v1alpha1.
     let full = object(json!({"apiVersion": format!("{group}/v1"), "kind": "Website",
         "metadata": {"name": "docs", "namespace": ns.name},
-        "spec": {"content": {"index.html": "hi"}, "domain": "docs.example.com",
-                 "ingressClassName": "nginx", "tlsSecretName": "docs-tls", "replicas": 3}}));
+        "spec": {"content": {"index.html": "hi"}, "domains": ["docs.example.com", "www.docs.example.com"],
+                 "tls": true, "ingressClassName": "nginx", "replicas": 3}}));
     new.create(&PostParams::default(), &full).await.unwrap();
     let seen = old.get("docs").await.unwrap();
-    assert_eq!(seen.data["spec"]["hostname"], "docs.example.com");
-    assert_eq!(seen.data["spec"]["tls"]["secretName"], "docs-tls");
+    assert_eq!(seen.data["spec"]["domain"], "docs.example.com");
+    assert!(seen.data["spec"].get("tls").is_none(), "{:?}", seen.data);
     assert!(seen.data["spec"].get("ingressClassName").is_none(), "{:?}", seen.data);
     let label = json!({"metadata": {"labels": {"tier": "web"}}});
     old.patch("docs", &PatchParams::default(), &Patch::Merge(&label))
@@ -88,6 +103,11 @@ async fn an_old_version_is_read_as_the_new_and_back_with_nothing_lost() {
         .unwrap();
     let back = new.get("docs").await.unwrap();
     assert_eq!(back.data["spec"]["ingressClassName"], "nginx", "{:?}", back.data);
+    assert_eq!(
+        back.data["spec"]["domains"],
+        json!(["docs.example.com", "www.docs.example.com"])
+    );
+    assert_eq!(back.data["spec"]["tls"], true);
     assert_eq!(back.data["spec"]["replicas"], 3);
     assert_eq!(back.labels().get("tier").map(String::as_str), Some("web"));
     assert!(
@@ -96,13 +116,14 @@ async fn an_old_version_is_read_as_the_new_and_back_with_nothing_lost() {
     );
 
     // A change made through v1alpha1 wins over what v1 held.
-    let rename = json!({"spec": {"hostname": "www.example.com"}});
+    let rename = json!({"spec": {"domain": "www.example.com"}});
     old.patch("docs", &PatchParams::default(), &Patch::Merge(&rename))
         .await
         .unwrap();
     let renamed = new.get("docs").await.unwrap();
-    assert_eq!(renamed.data["spec"]["domain"], "www.example.com");
+    assert_eq!(renamed.data["spec"]["domains"], json!(["www.example.com"]));
     assert_eq!(renamed.data["spec"]["ingressClassName"], "nginx");
+    assert_eq!(renamed.data["spec"]["tls"], true);
     assert_eq!(old.list(&Default::default()).await.unwrap().items.len(), 2);
 }
 
@@ -257,7 +278,7 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
     let old = sites(&client, &group, "v1alpha1", &ns.name);
     let site = object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
         "metadata": {"name": "docs", "namespace": ns.name},
-        "spec": {"content": {"index.html": "hi"}, "hostname": "docs.example.com"}}));
+        "spec": {"content": {"index.html": "hi"}, "domain": "docs.example.com"}}));
     wait_for("the standby's webhook to convert", TIMEOUT, || async {
         old.create(&PostParams::default(), &site).await.ok()
     })
@@ -273,7 +294,7 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
         assert!(tokio::time::Instant::now() < deadline, "the standby never took over");
         let read = old.get("docs").await;
         let read = read.unwrap_or_else(|e| panic!("conversion failed during the failover: {e}\n{}", standby.logs()));
-        assert_eq!(read.data["spec"]["hostname"], "docs.example.com");
+        assert_eq!(read.data["spec"]["domain"], "docs.example.com");
         reads += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -355,10 +376,10 @@ async fn a_template_that_fails_for_one_object_fails_its_request_by_name_and_line
     let group = unique_group();
     let dir = tempfile::tempdir().unwrap();
     let path = website(&group, dir.path());
-    // v1alpha1 → v1 fails for one hostname only.
+    // v1alpha1 → v1 fails for one domain only.
     let text = std::fs::read_to_string(&path).unwrap().replacen(
-        "{%- if object.spec.hostname %}",
-        "{%- if object.spec.hostname == \"fail.example.com\" %}{{ object.spec.missing | required(\"spec.missing is required\") }}{% endif %}{%- if object.spec.hostname %}",
+        "{%- if object.spec.domain %}",
+        "{%- if object.spec.domain == \"fail.example.com\" %}{{ object.spec.missing | required(\"spec.missing is required\") }}{% endif %}{%- if object.spec.domain %}",
         1,
     );
     assert!(
@@ -373,7 +394,7 @@ async fn a_template_that_fails_for_one_object_fails_its_request_by_name_and_line
     let site = |name: &str, host: &str| {
         object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
             "metadata": {"name": name, "namespace": ns.name},
-            "spec": {"content": {"index.html": "hi"}, "hostname": host}}))
+            "spec": {"content": {"index.html": "hi"}, "domain": host}}))
     };
     wait_for("the webhook to convert", TIMEOUT, || async {
         old.create(&PostParams::default(), &site("good", "docs.example.com"))

@@ -80,7 +80,7 @@ async fn the_charts_rbac_is_enough_and_a_missing_rule_is_reported() {
     let sites: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
     let site = |name: &str| {
         json!({"apiVersion": "examples.stencil.dev/v1", "kind": "Website",
-        "metadata": {"name": name}, "spec": {"domain": format!("{name}.example.com"), "content": {"index.html": "hi"}}})
+        "metadata": {"name": name}, "spec": {"domains": [format!("{name}.example.com")], "content": {"index.html": "hi"}}})
     };
     let params = PatchParams::apply("test");
     let docs = Patch::Apply(site("docs"));

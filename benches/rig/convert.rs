@@ -81,8 +81,8 @@ pub(super) async fn run(client: &Client, dir: &Path, samples: usize, results: &m
     let site: DynamicObject = serde_json::from_value(json!({
         "apiVersion": format!("{GROUP}/v1"), "kind": "Website",
         "metadata": {"name": "docs", "namespace": ns},
-        "spec": {"content": {"index.html": "hi"}, "domain": "docs.example.com",
-                 "ingressClassName": "nginx", "tlsSecretName": "docs-tls"}
+        "spec": {"content": {"index.html": "hi"}, "domains": ["docs.example.com", "www.docs.example.com"],
+                 "tls": true, "ingressClassName": "nginx"}
     }))
     .unwrap();
     pure(&serde_json::to_value(&site).unwrap(), results);

@@ -17,9 +17,9 @@ fn v1() -> Value {
         "spec": {
             "content": {"index.html": "hi"},
             "replicas": 2,
-            "domain": "docs.example.com",
-            "ingressClassName": "nginx",
-            "tlsSecretName": "docs-tls"
+            "domains": ["docs.example.com", "www.docs.example.com"],
+            "tls": true,
+            "ingressClassName": "nginx"
         },
         "status": {"url": "https://docs.example.com"}
     })
@@ -30,8 +30,8 @@ fn a_version_converts_down_and_back_without_loss() {
     let def = website();
     let old = convert(&def, &v1(), "v1alpha1").unwrap();
     assert_eq!(old["apiVersion"], "examples.stencil.dev/v1alpha1");
-    assert_eq!(old["spec"]["hostname"], "docs.example.com");
-    assert_eq!(old["spec"]["tls"], json!({"secretName": "docs-tls"}));
+    assert_eq!(old["spec"]["domain"], "docs.example.com");
+    assert!(old["spec"].get("tls").is_none());
     assert!(old["spec"].get("ingressClassName").is_none());
     assert_eq!(old["status"], v1()["status"]);
     assert!(old["metadata"]["annotations"][CONVERSION_DATA].is_string());
@@ -48,19 +48,22 @@ fn a_version_converts_down_and_back_without_loss() {
 fn a_change_made_through_the_old_version_wins_and_the_rest_survives() {
     let def = website();
     let mut old = convert(&def, &v1(), "v1alpha1").unwrap();
-    old["spec"]["hostname"] = json!("www.example.com");
-    old["spec"].as_object_mut().unwrap().remove("tls");
+    old["spec"]["domain"] = json!("shop.example.com");
     let back = convert(&def, &old, "v1").unwrap();
-    assert_eq!(back["spec"]["domain"], "www.example.com");
+    // The one limit: the domain changed through v1alpha1 replaces the list it stood for.
+    assert_eq!(back["spec"]["domains"], json!(["shop.example.com"]));
     assert_eq!(back["spec"]["ingressClassName"], "nginx");
-    assert!(back["spec"].get("tlsSecretName").is_none(), "{back}");
+    assert_eq!(back["spec"]["tls"], true, "{back}");
 }
 
 #[test]
 fn a_lossless_trip_adds_no_annotation_and_a_shared_schema_only_relabels() {
     let def = website();
     let mut plain = v1();
-    plain["spec"].as_object_mut().unwrap().remove("ingressClassName");
+    for key in ["ingressClassName", "tls"] {
+        plain["spec"].as_object_mut().unwrap().remove(key);
+    }
+    plain["spec"]["domains"] = json!(["docs.example.com"]);
     let old = convert(&def, &plain, "v1alpha1").unwrap();
     assert!(old["metadata"].get("annotations").is_none(), "{old}");
     let beta = convert(&def, &v1(), "v1beta1").unwrap();
@@ -96,8 +99,8 @@ fn an_unknown_version_or_kind_is_refused() {
 fn a_failing_template_names_the_object_and_the_line() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
     let text = std::fs::read_to_string(path).unwrap().replace(
-        "hostname: {{ object.spec.domain | tojson }}",
-        "hostname: {{ object.spec.nope.x }}",
+        "domain: {{ object.spec.domains[0] | tojson }}",
+        "domain: {{ object.spec.nope.x }}",
     );
     let (defs, diags) = crate::compile::compile_file("website.yaml", &text);
     assert!(diags.0.is_empty(), "{diags}");

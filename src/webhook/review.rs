@@ -109,11 +109,11 @@ mod tests {
             json!([
                 site(
                     "examples.stencil.dev/v1alpha1",
-                    json!({"content": {}, "hostname": "a.example"})
+                    json!({"content": {}, "domain": "a.example"})
                 ),
                 site(
                     "examples.stencil.dev/v1beta1",
-                    json!({"content": {}, "domain": "b.example"})
+                    json!({"content": {}, "domains": ["b.example"]})
                 ),
             ]),
         );
@@ -121,8 +121,8 @@ mod tests {
         assert!(succeeded(&review), "{review:?}");
         let response = review.response.unwrap();
         assert_eq!(response.uid, "r1");
-        assert_eq!(response.converted_objects[0]["spec"]["domain"], "a.example");
-        assert_eq!(response.converted_objects[1]["spec"]["domain"], "b.example");
+        assert_eq!(response.converted_objects[0]["spec"]["domains"], json!(["a.example"]));
+        assert_eq!(response.converted_objects[1]["spec"]["domains"], json!(["b.example"]));
         assert_eq!(response.converted_objects[1]["apiVersion"], "examples.stencil.dev/v1");
     }
 
