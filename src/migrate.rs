@@ -7,19 +7,17 @@
 //! the API server stores at the new version). Progress goes to the definition's status.
 
 mod cluster;
+mod rewrite;
 
 use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use sha2::{Digest as _, Sha256};
 
 use crate::compile::CompiledDefinition;
-
-/// Objects listed per page.
-const PAGE: u32 = 250;
 
 /// How long the API server may take to start storing at the new version.
 const SWITCH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -66,10 +64,48 @@ pub enum Method {
 pub struct Progress {
     /// The CRD's `status.storedVersions` now.
     pub stored_versions: Vec<String>,
-    /// Objects Stencil rewrote so far.
+    /// Objects Stencil rewrote, or found written since the switch, so far.
     pub migrated: u64,
+    /// How many objects there are to look at, when the API server says.
+    pub total: Option<u64>,
     /// The StorageVersionMigration doing the work, when the cluster does it.
     pub through: Option<String>,
+}
+
+/// The versions `live` may still hold objects at (its `status.storedVersions`) other
+/// than `def`'s storage version: what a migration would move.
+pub fn pending(def: &CompiledDefinition, live: &CustomResourceDefinition) -> Vec<String> {
+    let storage = def.storage_version().unwrap_or_default();
+    live.status
+        .as_ref()
+        .and_then(|s| s.stored_versions.as_ref())
+        .map(|v| v.iter().filter(|v| *v != storage).cloned().collect())
+        .unwrap_or_default()
+}
+
+impl Progress {
+    /// Whether every object is stored at the storage version.
+    pub fn done(&self) -> bool {
+        self.stored_versions.len() <= 1
+    }
+
+    /// The `Migrated` condition's message.
+    pub fn message(&self) -> String {
+        let stored = self.stored_versions.join(", ");
+        match (self.done(), &self.through, self.total) {
+            (true, Some(svm), _) => {
+                format!("every object is stored at {stored} (migrated by StorageVersionMigration {svm})")
+            }
+            (true, None, _) => format!("every object is stored at {stored}"),
+            (false, Some(svm), _) => {
+                format!("the cluster migrates the objects stored at {stored} (StorageVersionMigration {svm})")
+            }
+            (false, None, Some(total)) => {
+                format!("rewriting the objects stored at {stored}: {} of {total}", self.migrated)
+            }
+            (false, None, None) => format!("rewriting the objects stored at {stored}: {} so far", self.migrated),
+        }
+    }
 }
 
 /// The `storageVersionHash` discovery shows for a resource stored at `group/version/kind`.
@@ -97,11 +133,13 @@ pub async fn run(
     };
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let live = crds.get(&crd).await.map_err(fail)?;
+    let live_annotations = live.metadata.annotations.clone().unwrap_or_default();
     let stored: Vec<String> = live.status.and_then(|s| s.stored_versions).unwrap_or_default();
     if stored.iter().all(|v| *v == version) {
         report(Progress {
             stored_versions: stored,
             migrated: 0,
+            total: None,
             through: None,
         });
         return Ok(());
@@ -115,6 +153,7 @@ pub async fn run(
         report(Progress {
             stored_versions: stored.clone(),
             migrated: 0,
+            total: None,
             through: Some(name.clone()),
         });
         match cluster::migrate(client, &def.parent.group, plural, &name).await {
@@ -130,10 +169,21 @@ pub async fn run(
         }
     };
     if !by_cluster {
-        migrated = rewrite(client, def, plural, &version, |migrated| {
+        let target = rewrite::Target {
+            crds: &crds,
+            crd: &crd,
+            switched_at: rewrite::switched_at(&live_annotations, &version),
+            resource: ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk(&def.parent.group, &version, &def.parent.kind),
+                plural,
+            ),
+            version: &version,
+        };
+        migrated = rewrite::run(client, target, |done, total| {
             report(Progress {
                 stored_versions: stored.clone(),
-                migrated,
+                migrated: done,
+                total,
                 through: None,
             })
         })
@@ -148,49 +198,10 @@ pub async fn run(
     report(Progress {
         stored_versions: vec![version.clone()],
         migrated,
+        total: None,
         through: by_cluster.then(|| cluster::name(&crd, &version)),
     });
     Ok(())
-}
-
-/// Rewrites every object of the parent resource at `version`, page by page; returns how
-/// many it rewrote, calling `report` after each page.
-async fn rewrite(
-    client: &kube::Client,
-    def: &CompiledDefinition,
-    plural: &str,
-    version: &str,
-    report: impl Fn(u64),
-) -> Result<u64, kube::Error> {
-    let resource = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(&def.parent.group, version, &def.parent.kind),
-        plural,
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let mut migrated = 0u64;
-    let mut params = ListParams::default().limit(PAGE);
-    loop {
-        let page = api.list(&params).await?;
-        for obj in &page.items {
-            let name = obj.metadata.name.clone().unwrap_or_default();
-            let scoped: Api<DynamicObject> = match &obj.metadata.namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
-            match scoped.replace(&name, &PostParams::default(), obj).await {
-                // A conflict means someone wrote it since the list: it is stored anew.
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-            migrated += 1;
-        }
-        report(migrated);
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(migrated),
-        }
-    }
 }
 
 /// Waits until discovery shows the resource stored at `version`, so that every rewrite
@@ -228,6 +239,26 @@ async fn wait_until_storing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_says_n_of_m_while_rewriting_and_who_migrated_at_the_end() {
+        let mut p = Progress {
+            stored_versions: vec!["v1".into(), "v2".into()],
+            migrated: 120,
+            total: Some(500),
+            through: None,
+        };
+        assert!(!p.done());
+        assert_eq!(p.message(), "rewriting the objects stored at v1, v2: 120 of 500");
+        p.through = Some("widgets.example.com-v2".into());
+        assert!(p.message().contains("StorageVersionMigration widgets.example.com-v2"));
+        p.stored_versions = vec!["v2".into()];
+        assert!(p.done());
+        assert_eq!(
+            p.message(),
+            "every object is stored at v2 (migrated by StorageVersionMigration widgets.example.com-v2)"
+        );
+    }
 
     #[test]
     fn the_storage_version_hash_is_the_api_servers() {

@@ -123,6 +123,9 @@ struct CrdDiff {
     verdict: Verdict,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     breaking: Vec<String>,
+    /// Versions objects are still stored at, which `stencil run` would migrate.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    migration: Vec<String>,
 }
 
 fn verdict_word<S: serde::Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
@@ -136,6 +139,17 @@ fn verdict_word<S: serde::Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Err
 
 impl CrdDiff {
     fn line(&self) -> String {
+        let verdict = self.verdict_line();
+        if self.migration.is_empty() {
+            return verdict;
+        }
+        format!(
+            "{verdict}\n  objects stored at {} would be migrated to the storage version",
+            self.migration.join(", ")
+        )
+    }
+
+    fn verdict_line(&self) -> String {
         match &self.verdict {
             Verdict::Unchanged => format!("CRD {}: unchanged", self.name),
             Verdict::Create => format!("CRD {}: would be created", self.name),
@@ -171,8 +185,13 @@ async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinit
     }
     let webhook = live.as_ref().and_then(stencil::crd::Webhook::of_live);
     let verdict = stencil::crd::verdict(def, live.as_ref(), webhook.as_ref())?;
+    let migration = live
+        .as_ref()
+        .map(|l| stencil::migrate::pending(def, l))
+        .unwrap_or_default();
     Ok(verdict.map(|(_, verdict)| CrdDiff {
         name,
+        migration,
         breaking: match &verdict {
             Verdict::Breaking(c) => c.clone(),
             _ => Vec::new(),

@@ -149,38 +149,13 @@ impl Report {
                 if progress.through.is_none() {
                     status["migratedObjects"] = json!(progress.migrated);
                 }
-                let done = progress.stored_versions.len() <= 1;
-                let message = if let (true, Some(svm)) = (done, &progress.through) {
-                    format!(
-                        "every object is stored at {} (migrated by StorageVersionMigration {svm})",
-                        progress.stored_versions.join(", ")
-                    )
-                } else if done {
-                    format!("every object is stored at {}", progress.stored_versions.join(", "))
-                } else if let Some(svm) = &progress.through {
-                    format!(
-                        "the cluster migrates the objects stored at {} (StorageVersionMigration {svm})",
-                        progress.stored_versions.join(", ")
-                    )
-                } else {
-                    format!(
-                        "rewriting objects stored at {}: {} so far",
-                        progress.stored_versions.join(", "),
-                        progress.migrated
-                    )
-                };
-                let reason = if done { "Migrated" } else { "Migrating" };
-                set(
-                    &mut conditions,
-                    condition("StorageMigrated", done, reason, &message, None),
-                );
+                let (done, message) = (progress.done(), progress.message());
+                let reason = if done { "Done" } else { "Migrating" };
+                set(&mut conditions, condition("Migrated", done, reason, &message, None));
                 None
             }
             Report::MigrationFailed { message } => {
-                set(
-                    &mut conditions,
-                    condition("StorageMigrated", false, "MigrationFailed", message, None),
-                );
+                set(&mut conditions, condition("Migrated", false, "Failed", message, None));
                 Some(Some(message.clone()))
             }
             Report::Removed => None,
