@@ -61,6 +61,20 @@ pub enum ConvertError {
         /// What to fix.
         message: String,
     },
+    /// A conversion template rendered what the target version's schema refuses.
+    #[error("converting {object} to {version}: {location}: {template} renders what {version} refuses: {problems}")]
+    Invalid {
+        /// The object.
+        object: String,
+        /// The version converted to.
+        version: String,
+        /// The definition's file and line of the template.
+        location: String,
+        /// The template.
+        template: String,
+        /// Each path and what is wrong there.
+        problems: String,
+    },
 }
 
 /// `object` converted to `version` of its CRD, through the storage version.
@@ -250,6 +264,25 @@ impl Converter<'_> {
         set(&mut out, "spec", rendered.get("spec").cloned().filter(|v| !v.is_null()));
         if let Some(status) = rendered.get("status") {
             set(&mut out, "status", Some(status.clone()).filter(|v| !v.is_null()));
+        }
+        // What the template made must be what the target version admits, checked as the
+        // API server would check it (after its defaults).
+        if let Some((_, schema)) = crate::structural::schema_of(self.def, &out) {
+            let mut admitted = out.clone();
+            crate::structural::apply_defaults(schema, &mut admitted);
+            let problems = crate::structural::violations(schema, &admitted);
+            if !problems.is_empty() {
+                return Err(ConvertError::Invalid {
+                    object: self.id.clone(),
+                    version: target.to_string(),
+                    location: self
+                        .def
+                        .origin(&name)
+                        .map_or_else(|| self.def.source.clone(), |o| format!("{}:{}", o.file, o.line)),
+                    template: name.clone(),
+                    problems: problems.join("; "),
+                });
+            }
         }
         Ok(out)
     }

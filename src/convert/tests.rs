@@ -124,3 +124,23 @@ fn a_template_that_renders_metadata_is_refused() {
     let e = convert(&defs[0], &v1(), "v1alpha1").unwrap_err().to_string();
     assert!(e.contains("renders `metadata`"), "{e}");
 }
+
+#[test]
+fn a_converted_object_the_target_schema_refuses_names_the_object_version_and_path() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let text = std::fs::read_to_string(path).unwrap().replacen(
+        "              domains: [{{ object.spec.domain | tojson }}]",
+        "              domains: {{ object.spec.domain | tojson }}",
+        1,
+    );
+    assert!(text.contains("domains: {{ object.spec.domain | tojson }}"));
+    let (defs, diags) = crate::compile::compile_file("website.yaml", &text);
+    assert!(diags.0.is_empty(), "{diags}");
+    let old = json!({"apiVersion": "examples.stencil.dev/v1alpha1", "kind": "Website",
+        "metadata": {"name": "blog", "namespace": "web"},
+        "spec": {"content": {"index.html": "hi"}, "domain": "blog.example.com"}});
+    let e = convert(&defs[0], &old, "v1").unwrap_err().to_string();
+    assert!(e.contains("Website web/blog to v1"), "{e}");
+    assert!(e.contains(".spec.domains"), "{e}");
+    assert!(e.contains("conversion.toStorage"), "{e}");
+}
