@@ -23,6 +23,11 @@ pub const ADOPT_CRD: &str = "stencil.dev/adopt";
 /// removed while Stencil was down are still found and pruned after a restart.
 pub const CHILD_KINDS: &str = "stencil.dev/child-kinds";
 
+/// Annotation on a parent CRD while Stencil rewrites its objects to a new storage
+/// version: `<version>:<resourceVersion>`, the version and the list's resourceVersion
+/// when the rewrite began, so a restarted rewrite skips what is stored anew already.
+pub const STORAGE_SWITCHED_AT: &str = "stencil.dev/storage-switched-at";
+
 /// The parent's name, for children that cannot carry an ownerReference.
 pub const PARENT_NAME: &str = "stencil.dev/parent-name";
 

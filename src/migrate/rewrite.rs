@@ -1,10 +1,10 @@
 //! Stencil's own storage migration: every object written once more (a no-op update the
 //! API server stores at the new version), page by page. It resumes without starting
 //! over: the resourceVersion at which the API server began storing at the new version is
-//! kept on the CRD ([`SWITCHED_AT`]), and an object written after it (by this migration
-//! before a restart, or by anyone) is stored at the new version already, so it is
-//! skipped. resourceVersions are compared as etcd revisions, as the cluster's own
-//! storage-version migrator does.
+//! kept on the CRD ([`crate::labels::STORAGE_SWITCHED_AT`]), and an object written after
+//! it (by this migration before a restart, or by anyone) is stored at the new version
+//! already, so it is skipped. resourceVersions are compared as etcd revisions, as the
+//! cluster's own storage-version migrator does.
 
 use std::collections::BTreeMap;
 
@@ -12,9 +12,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 
-/// Annotation on the CRD while a rewrite runs: `<version>:<resourceVersion>`, the
-/// storage version it migrates to and the list's resourceVersion when it began.
-pub const SWITCHED_AT: &str = "stencil.dev/storage-switched-at";
+use crate::labels::STORAGE_SWITCHED_AT as SWITCHED_AT;
 
 /// Objects listed per page.
 const PAGE: u32 = 250;
