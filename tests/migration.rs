@@ -173,8 +173,15 @@ async fn a_rewrite_killed_midway_resumes_without_starting_over() {
     }
 
     // The storage moves to v2. A Stencil that dies before its 21st write: the CRD, the
-    // record of the switch, then rewrites (and whatever else it had to write).
-    std::fs::write(&file, widgets(&group, "v2", &["v1", "v2"])).unwrap();
+    // record of the switch, then eighteen rewrites. The definition keeps serving its
+    // parents at v1, so their children's ownerReferences do not change and the migrating
+    // Stencil has nothing else to write.
+    let switched = widgets(&group, "v2", &["v1", "v2"]).replace(
+        &format!("    apiVersion: {group}/v2\n    kind: Widget"),
+        &format!("    apiVersion: {group}/v1\n    kind: Widget"),
+    );
+    assert!(switched.contains(&format!("apiVersion: {group}/v1\n    kind: Widget")));
+    std::fs::write(&file, switched).unwrap();
     let args = vec![
         format!("--definitions={}", dir.path().display()),
         "--no-cluster-definitions".to_string(),
