@@ -182,6 +182,21 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
         let recovery = outage(&api, expected, Duration::from_secs(seconds)).await;
         println!("API server down {seconds} s: every parent Ready {recovery:?} after it came back");
         assert_invariants(&client, &api, &[ns.name.as_str()]).await;
+        // Reconciles that failed during the outage retry on their backoff (up to 8 s)
+        // from a store that may still be relisting; let them land: a storm never would.
+        let settle_by = Instant::now() + Duration::from_secs(60);
+        let (mut last, mut quiet_since) = (writes(&stencil).await, Instant::now());
+        while quiet_since.elapsed() < Duration::from_secs(10) {
+            assert!(
+                Instant::now() < settle_by,
+                "Stencil kept writing a minute after the outage"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = writes(&stencil).await;
+            if now != last {
+                (last, quiet_since) = (now, Instant::now());
+            }
+        }
         let before = writes(&stencil).await;
         let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
         let children = cms
