@@ -32,6 +32,18 @@ async fn definition_condition(
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// Creates Widget `name` of `group` in `ns` with `spec.size`, once the kind is served,
+/// and returns the Widgets of that namespace.
+async fn create_widget(client: &kube::Client, group: &str, ns: &str, name: &str, size: i64) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": name}, "spec": {"size": size}}))
+    .unwrap();
+    common::create_when_served(&widgets, &widget).await;
+    widgets
+}
+
 /// The RBAC `stencil rbac` derives for every definition in `dir`, without any rule on
 /// `forbidden` (a resource plural), bound to `namespace/sa`.
 fn rbac_without(dir: &std::path::Path, name: &str, namespace: &str, sa: &str, forbidden: &str) -> Vec<Value> {
@@ -128,12 +140,7 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
     })
     .await;
     let serving_after = started.elapsed();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group_b, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group_b}/v1"), "kind": "Widget",
-        "metadata": {"name": "b"}, "spec": {"size": 2}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    create_widget(&client, &group_b, &ns.name, "b", 2).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     wait_for("definition B's child", TIMEOUT, || async {
         cms.get_opt("b-cm").await.ok()?
@@ -212,12 +219,7 @@ async fn lookups_of_one_kind_name_in_two_groups_each_find_their_own() {
         .patch("edge", &params, &Patch::Apply(&gateway(&gw2, "istio")))
         .await
         .unwrap();
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "w"}, "spec": {"size": 1}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    create_widget(&client, &group, &ns.name, "w", 1).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let data = |first: &'static str, second: &'static str| {
         let cms = cms.clone();
@@ -262,12 +264,7 @@ async fn a_watch_stops_when_no_definition_uses_its_kind_any_more() {
     })
     .await;
     // Positive control: the watches serve, a parent gets its child.
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "r"}, "spec": {"size": 1}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    create_widget(&client, &group, &ns.name, "r", 1).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     wait_for("the child", TIMEOUT, || async { cms.get_opt("r-cm").await.ok()? }).await;
     std::fs::remove_file(&file).unwrap();
@@ -292,12 +289,7 @@ async fn a_first_list_slower_than_the_sync_timeout_completes_and_serves() {
         ..Default::default()
     })
     .await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "slow"}, "spec": {"size": 1}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    create_widget(&client, &group, &ns.name, "slow", 1).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     wait_for(
         "the child of a definition whose lists outlast the sync timeout",
@@ -317,12 +309,7 @@ async fn a_child_kind_removed_while_stencil_was_down_is_pruned_after_the_restart
     let both = format!("{}{}", child("cm", CM), child("secret", SECRET));
     std::fs::write(&file, definition(&group, &both, "")).unwrap();
     let stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "w"}, "spec": {"size": 1}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    create_widget(&client, &group, &ns.name, "w", 1).await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns.name);
     wait_for("the Secret child", TIMEOUT, || async {
         secrets.get_opt("w-secret").await.ok()?
@@ -362,12 +349,7 @@ async fn with_namespace_a_child_outside_the_served_namespaces_is_refused_on_the_
         ..Default::default()
     })
     .await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
-    let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
-        "metadata": {"name": "w"}, "spec": {"size": 1}}))
-    .unwrap();
-    common::create_when_served(&widgets, &widget).await;
+    let widgets = create_widget(&client, &group, &ns.name, "w", 1).await;
     let message = wait_for("the parent to say why", TIMEOUT, || async {
         let w = widgets.get("w").await.ok()?;
         let ready = common::condition(&w.data, "Ready")?;
