@@ -134,8 +134,9 @@ pub async fn run(
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let live = crds.get(&crd).await.map_err(fail)?;
     let live_annotations = live.metadata.annotations.clone().unwrap_or_default();
+    let nothing_pending = pending(def, &live).is_empty();
     let stored: Vec<String> = live.status.and_then(|s| s.stored_versions).unwrap_or_default();
-    if stored.iter().all(|v| *v == version) {
+    if nothing_pending {
         report(Progress {
             stored_versions: stored,
             migrated: 0,
