@@ -18,9 +18,10 @@ pub fn same(live: &str, desired: &serde_json::Value) -> bool {
     }
 }
 
-/// A quantity's value: a signed decimal number, then a binary (`Ki`..`Ei`) or decimal
-/// (`n`, `u`, `m`, `k`, `M`..`E`) suffix or an exponent (`e3`, `E-2`).
-fn parse(text: &str) -> Option<f64> {
+/// A quantity's value, `None` when `text` is not one: a signed decimal number, then a
+/// binary (`Ki`..`Ei`) or decimal (`n`, `u`, `m`, `k`, `M`..`E`) suffix or an exponent
+/// (`e3`, `E-2`).
+pub fn parse(text: &str) -> Option<f64> {
     let end = text
         .char_indices()
         .find(|&(i, c)| !(c.is_ascii_digit() || c == '.' || ((c == '+' || c == '-') && i == 0)))

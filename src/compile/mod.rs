@@ -5,6 +5,7 @@
 mod compiled;
 mod diagnostic;
 mod document;
+pub mod functions;
 mod kinds;
 pub(crate) mod names;
 mod position;

@@ -41,6 +41,7 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("dns_label", dns_label);
     env.add_function("dns_label", dns_label);
     env.add_function("random_password", random_password);
+    super::functions::register(&mut env);
     env
 }
 
