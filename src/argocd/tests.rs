@@ -73,7 +73,7 @@ fn no_status_or_an_old_one_is_progressing() {
 
 #[test]
 fn the_statuses_stencil_renders_read_as_they_should() {
-    let failure = crate::render::failure_status(&parent(Value::Null), &crate::render::RenderFailure(Vec::new()));
+    let failure = crate::render::failure_status(&parent(Value::Null), &crate::render::RenderFailure(Vec::new()), &[]);
     let p = json!({"metadata": {"generation": 2}, "status": failure});
     assert_eq!(health(&p).0, "Degraded", "{p}");
 }

@@ -133,6 +133,16 @@ impl CompiledDefinition {
         &self.field_rules
     }
 
+    /// The types of the conditions declared with `latch: true`.
+    pub fn latched_conditions(&self) -> Vec<&str> {
+        let conditions = &self.spec.status.conditions;
+        conditions
+            .iter()
+            .filter(|c| c.latch)
+            .map(|c| c.type_.as_str())
+            .collect()
+    }
+
     /// The `status.conditions` entries with their compiled `when` rules.
     pub fn condition_rules(&self) -> impl Iterator<Item = (&crate::definition::ConditionRule, &Rule)> {
         self.spec.status.conditions.iter().zip(&self.condition_rules)

@@ -239,9 +239,13 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         }
     }
 
-    let rule = |source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
+    let mut rule = |source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
         match Rule::compile(source) {
-            Ok(r) => Some(r),
+            Ok(r) => {
+                let name = field.path(spec).unwrap_or_default();
+                origins.insert(name.clone(), locator.origin(&field));
+                Some(r.named(name))
+            }
             Err(e) => {
                 let inner = Some((e.line, e.column));
                 report(field, CompileError::Rule(e.to_string()), inner);

@@ -249,7 +249,8 @@ pub struct Child {
     pub collection: bool,
     /// A minijinja template that renders YAML documents.
     pub template: String,
-    /// A JSONPath rule over the observed object; replaces the default readiness rule.
+    /// A rule over the observed object (a JSONPath, or one minijinja expression in `{{ }}`
+    /// over its fields); replaces the default readiness rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
     /// What to do with an existing object of the same name that is not this parent's.
@@ -295,10 +296,12 @@ pub enum UpdatePolicy {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StatusRules {
-    /// `status.<field>` is set to what the JSONPath rule selects over the context.
+    /// `status.<field>` is set to what the rule gives over the context: the nodes a
+    /// JSONPath selects (one node as itself, several as a list, none leaves the field
+    /// out), or the value of a `{{ expression }}` (none or undefined leaves it out).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fields: BTreeMap<String, String>,
-    /// Conditions whose status is the truth of a JSONPath rule.
+    /// Conditions whose status is the truth of a rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ConditionRule>,
     /// A minijinja template rendering a YAML mapping merged into the status, for computed
@@ -314,15 +317,21 @@ impl StatusRules {
     }
 }
 
-/// A condition on the parent whose status follows a JSONPath rule.
+/// A condition on the parent whose status follows a rule.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConditionRule {
     /// The condition type, in CamelCase. `Ready`, `Reconciling` and `Stalled` are Stencil's.
     #[serde(rename = "type")]
     pub type_: String,
-    /// JSONPath rule over the context; the condition is True when the rule holds.
+    /// A rule over the context (a JSONPath, or one minijinja expression in `{{ }}`); the
+    /// condition is True when it holds.
     pub when: String,
+    /// Once True, the condition stays True while the parent's `metadata.generation` is
+    /// the one it was set at, whatever the rule says later (a finished Job-like parent
+    /// stays Complete when a Pod is deleted). A spec change evaluates it afresh.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub latch: bool,
     /// Reason when True; `RuleSatisfied` by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -343,8 +352,9 @@ pub struct Finalize {
     /// Job; same shape as `children`. They are deleted last, after every other child.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Child>,
-    /// A JSONPath rule over the usual context; the teardown of the other children starts
-    /// once it holds. Without it, once every finalize child is ready.
+    /// A rule (a JSONPath, or one minijinja expression in `{{ }}`) over the usual context;
+    /// the teardown of the other children starts once it holds. Without it, once every
+    /// finalize child is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
     /// How long the finalize step may take, counted from the parent's deletion; past it

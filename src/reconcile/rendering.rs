@@ -70,7 +70,8 @@ pub(super) async fn render_failed(
     tracing::warn!(definition = %ctx.def.name, parent = %describe(parent_json), error = %failure, "render failed");
     ctx.event(parent, EventType::Warning, "Error", failure.to_string())
         .await;
-    status::write(ctx, parent, &render::failure_status(parent_json, &failure)).await?;
+    let status = render::failure_status(parent_json, &failure, &ctx.def.latched_conditions());
+    status::write(ctx, parent, &status).await?;
     Ok(Action::requeue(ctx.resync()))
 }
 

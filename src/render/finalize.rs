@@ -45,8 +45,11 @@ pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Resu
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.finalize_order(), &jinja_ctx, &input)?;
     let pending = match def.until() {
-        Some(rule) if rule.holds(&context) => None,
-        Some(rule) => Some(format!("finalize.until `{}` does not hold", rule.source())),
+        Some(rule) => match rule.holds(&context) {
+            Ok(true) => None,
+            Ok(false) => Some(format!("finalize.until `{}` does not hold", rule.source())),
+            Err(e) => Some(format!("finalize.until `{}` failed: {e}", rule.source())),
+        },
         None => {
             let not_ready: Vec<String> = entries
                 .ready

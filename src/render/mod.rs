@@ -25,6 +25,7 @@ use minijinja::value::{Serde, Value as JinjaValue};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use crate::compile::rules::{Rule, RuleFailure};
 use crate::compile::{CompiledDefinition, Origin, names, template_message, template_position};
 use crate::definition::{Adopt, Child, UpdatePolicy};
 use crate::gvk::{Gvk, Scopes};
@@ -266,6 +267,15 @@ impl<'a> ParentInfo<'a> {
     }
 
     /// Renders one template of the definition to text.
+    /// The error of a status rule that failed while it was evaluated, placed in its field.
+    fn rule_error(&self, rule: &Rule, failure: RuleFailure) -> RenderError {
+        RenderError::Template {
+            at: self.place(rule.name(), failure.position),
+            message: failure.message,
+            undefined: false,
+        }
+    }
+
     fn render_template(&self, template: &str, source: &str, ctx: &JinjaValue) -> Result<String, RenderError> {
         let fail = |e: minijinja::Error| RenderError::Template {
             at: self.place(template, template_position(&e, source)),
@@ -367,5 +377,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
     })
 }
 
+#[cfg(test)]
+mod rule_tests;
 #[cfg(test)]
 mod tests;

@@ -30,8 +30,11 @@ pub(super) fn child_readiness(
             return Readiness::NotReady(format!("{kind} {name} does not exist yet"));
         };
         let state = match def.ready_rule(index) {
-            Some(rule) if rule.holds(live) => Readiness::Ready,
-            Some(rule) => Readiness::NotReady(format!("readyWhen `{}` does not hold", rule.source())),
+            Some(rule) => match rule.holds(live) {
+                Ok(true) => Readiness::Ready,
+                Ok(false) => Readiness::NotReady(format!("readyWhen `{}` does not hold", rule.source())),
+                Err(e) => Readiness::NotReady(format!("readyWhen `{}` failed: {e}", rule.source())),
+            },
             None => default_readiness(live),
         };
         if let Readiness::NotReady(why) = state {
@@ -56,7 +59,7 @@ pub(super) fn status(
         status.insert("observedGeneration".into(), g.into());
     }
     for (field, rule) in def.field_rules() {
-        let mut values = rule.select(context);
+        let mut values = rule.select(context).map_err(|e| info.rule_error(rule, e))?;
         match values.len() {
             0 => {}
             1 => {
@@ -115,7 +118,14 @@ pub(super) fn status(
 
     let mut conditions = Vec::new();
     for (rule_spec, rule) in def.condition_rules() {
-        let holds = rule.holds(context);
+        let holds = rule.holds(context).map_err(|e| info.rule_error(rule, e))?;
+        if !holds
+            && rule_spec.latch
+            && let Some(kept) = latched(info.object, &rule_spec.type_, generation)
+        {
+            conditions.push(kept);
+            continue;
+        }
         let (reason, message) = if holds {
             (
                 rule_spec.reason.clone().unwrap_or_else(|| "RuleSatisfied".into()),
@@ -159,15 +169,34 @@ pub(super) fn status(
     Ok(Value::Object(status))
 }
 
+/// The parent's condition `type_` as it stands, when it is True and was set at
+/// `generation`: a latched condition keeps it until the spec changes.
+fn latched(parent: &Value, type_: &str, generation: Option<i64>) -> Option<Value> {
+    let current = parent
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))?;
+    let set_at = current.get("observedGeneration").and_then(Value::as_i64);
+    (current.get("status").and_then(Value::as_str) == Some("True") && set_at == generation).then(|| {
+        let text = |key: &str| current.get(key).and_then(Value::as_str).unwrap_or_default();
+        condition(type_, true, text("reason"), text("message"), generation)
+    })
+}
+
 /// The status of a parent whose render failed: `Ready` False and `Stalled` True, with the
-/// errors as the message. The controller writes it and changes nothing else.
-pub fn failure_status(parent: &Value, failure: &RenderFailure) -> Value {
+/// errors as the message, and each of the `latched` condition types that is set as
+/// [`latched`] keeps it. The controller writes it and changes nothing else.
+pub fn failure_status(parent: &Value, failure: &RenderFailure, latched_types: &[&str]) -> Value {
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
     let message = failure.to_string();
-    let mut status = json!({"conditions": [
-        condition("Ready", false, "RenderFailed", &message, generation),
-        condition("Stalled", true, "RenderFailed", &message, generation),
-    ]});
+    let mut conditions: Vec<Value> = latched_types
+        .iter()
+        .filter_map(|t| latched(parent, t, generation))
+        .collect();
+    conditions.push(condition("Ready", false, "RenderFailed", &message, generation));
+    conditions.push(condition("Stalled", true, "RenderFailed", &message, generation));
+    let mut status = json!({"conditions": conditions});
     if let Some(g) = generation {
         status["observedGeneration"] = g.into();
     }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::compile::compile_file;
 
-fn compile(children: &str, extra: &str) -> CompiledDefinition {
+pub(super) fn compile(children: &str, extra: &str) -> CompiledDefinition {
     let text = format!(
         "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Widget\n{extra}  children:\n{children}"
     );
@@ -18,32 +18,32 @@ fn compile(children: &str, extra: &str) -> CompiledDefinition {
     defs.remove(0)
 }
 
-fn child(name: &str, template: &str) -> String {
+pub(super) fn child(name: &str, template: &str) -> String {
     let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
     format!("    - name: {name}\n      template: |\n{body}")
 }
 
-fn parent() -> Value {
+pub(super) fn parent() -> Value {
     json!({"apiVersion": "example.com/v1", "kind": "Widget",
         "metadata": {"name": "w1", "namespace": "team", "uid": "uid-1", "generation": 7},
         "spec": {"size": 3, "items": ["a", "b"]}})
 }
 
-struct Inputs {
+pub(super) struct Inputs {
     observed: BTreeMap<String, Vec<Value>>,
     lookups: BTreeMap<String, Value>,
     scopes: Scopes,
 }
 
 impl Inputs {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Inputs {
             observed: BTreeMap::new(),
             lookups: BTreeMap::new(),
             scopes: Scopes::default(),
         }
     }
-    fn observe(mut self, child: &str, obj: Value) -> Self {
+    pub(super) fn observe(mut self, child: &str, obj: Value) -> Self {
         self.observed.entry(child.into()).or_default().push(obj);
         self
     }
@@ -56,14 +56,14 @@ impl Inputs {
             served: &[],
         }
     }
-    fn run(&self, def: &CompiledDefinition, parent: &Value) -> Result<RenderOutput, RenderFailure> {
+    pub(super) fn run(&self, def: &CompiledDefinition, parent: &Value) -> Result<RenderOutput, RenderFailure> {
         render(def, self.input(parent))
     }
 }
 
-const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | quote }}";
+pub(super) const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | quote }}";
 
-fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
+pub(super) fn condition<'a>(status: &'a Value, t: &str) -> &'a Value {
     status["conditions"]
         .as_array()
         .unwrap()
@@ -417,7 +417,7 @@ fn status_fields_conditions_and_template_are_written() {
 fn the_failure_status_is_stalled_and_not_ready() {
     let def = compile(&child("cm", "apiVersion: v1\nkind: ConfigMap\n{{ nope.x }}"), "");
     let err = Inputs::new().run(&def, &parent()).unwrap_err();
-    let status = failure_status(&parent(), &err);
+    let status = failure_status(&parent(), &err, &[]);
     assert_eq!(condition(&status, "Ready")["status"], "False");
     assert_eq!(condition(&status, "Stalled")["status"], "True");
     assert_eq!(condition(&status, "Stalled")["reason"], "RenderFailed");
