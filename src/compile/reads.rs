@@ -1,6 +1,8 @@
 //! Which other children a child's template reads (`children.db`, `children['db']`), found
-//! by scanning its text: a child that reads another that does not exist yet waits for it,
-//! as `dependsOn` would, and `stencil validate` hints at reads without `dependsOn`.
+//! by scanning its text: a child that reads another that does not exist yet waits for it;
+//! one that reads a collection of its own list waits until every member exists and is
+//! ready, as `dependsOn` would; `stencil validate` hints at the other reads without
+//! `dependsOn`.
 
 /// The names among `entries`, other than `own`, that `template` reads as `children.<name>`
 /// or `children['<name>']`, in the order of `entries`.
@@ -36,15 +38,27 @@ pub(crate) fn sibling_reads(template: &str, own: &str, entries: &[&str]) -> Vec<
 }
 
 impl super::CompiledDefinition {
-    /// Hints for entries whose template reads another child without `dependsOn` on it:
-    /// such a child waits until the other exists, not until it is ready.
+    /// Whether the entry at `index` reads `name` as a collection of its own list, which it
+    /// waits for as a whole.
+    pub fn reads_collection(&self, index: usize, name: &str) -> bool {
+        self.entry_index(name).is_some_and(|r| {
+            self.entry(r).collection
+                && self.is_finalize(r) == self.is_finalize(index)
+                && self.reads(index).iter().any(|n| n == name)
+        })
+    }
+
+    /// Hints for entries whose template reads another child (not a collection) without
+    /// `dependsOn` on it: such a child waits until the other exists, not until it is
+    /// ready. A collection read needs no hint: the reader waits for every member to exist
+    /// and be ready, as `dependsOn` would.
     pub fn hints(&self) -> Vec<String> {
         let mut hints = Vec::new();
         for (i, child) in self.entries() {
             let missing: Vec<&str> = self
                 .reads(i)
                 .iter()
-                .filter(|r| !child.depends_on.contains(r))
+                .filter(|r| !child.depends_on.contains(r) && !self.reads_collection(i, r))
                 .map(String::as_str)
                 .collect();
             if missing.is_empty() {
@@ -81,5 +95,20 @@ mod tests {
         let entries = ["db", "app"];
         let t = "{{ mychildren.db }} {{ parent.children.db }} {{ children.nothing }} {{ children | length }}";
         assert!(sibling_reads(t, "app", &entries).is_empty());
+    }
+
+    #[test]
+    fn a_collection_read_orders_the_reader_after_it_and_a_cycle_through_it_is_named() {
+        let def = |pods_depends_on: &str| {
+            format!(
+                "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: pools.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Pool\n  children:\n    - name: summary\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: s\n        data:\n          n: \"{{{{ children.pods | length }}}}\"\n    - name: pods\n      collection: true\n{pods_depends_on}      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: p\n"
+            )
+        };
+        let (defs, diags) = crate::compile::compile_file("p.yaml", &def(""));
+        assert!(diags.0.is_empty(), "{diags}");
+        assert_eq!(defs[0].order(), [1, 0]);
+        let (_, diags) = crate::compile::compile_file("p.yaml", &def("      dependsOn: [summary]\n"));
+        let text = diags.to_string();
+        assert!(text.contains("comes after the whole collection"), "{text}");
     }
 }

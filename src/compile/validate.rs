@@ -166,8 +166,9 @@ pub(crate) fn check(
 }
 
 /// Orders one list of children (`children`, or `finalize.children` numbered from
-/// `offset`) so each comes after what it depends on; reports unknown names, names of the
-/// other list, and cycles.
+/// `offset`) so each comes after what it depends on, and after every collection of the
+/// same list its template reads (it waits for the whole collection); reports unknown
+/// names, names of the other list, and cycles.
 fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: Report<'_>) -> Option<Vec<usize>> {
     let index: BTreeMap<&str, usize> = children.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
     let mut ok = true;
@@ -196,6 +197,20 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
     if !ok {
         return None;
     }
+    let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
+    let deps: Vec<Vec<usize>> = children
+        .iter()
+        .map(|child| {
+            let read = super::reads::sibling_reads(&child.template, &child.name, &names);
+            let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);
+            child
+                .depends_on
+                .iter()
+                .chain(collections)
+                .map(|d| index[d.as_str()])
+                .collect()
+        })
+        .collect();
     // Depth-first, visiting children in declaration order so the order is stable.
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
@@ -205,8 +220,7 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
     }
     fn visit(
         i: usize,
-        children: &[Child],
-        index: &BTreeMap<&str, usize>,
+        deps: &[Vec<usize>],
         marks: &mut [Mark],
         stack: &mut Vec<usize>,
         order: &mut Vec<usize>,
@@ -223,8 +237,8 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
         }
         marks[i] = Mark::Open;
         stack.push(i);
-        for dep in &children[i].depends_on {
-            visit(index[dep.as_str()], children, index, marks, stack, order)?;
+        for &dep in &deps[i] {
+            visit(dep, deps, marks, stack, order)?;
         }
         stack.pop();
         marks[i] = Mark::Done;
@@ -235,11 +249,18 @@ fn dependency_order(children: &[Child], other: &[Child], offset: usize, report: 
     let mut order = Vec::with_capacity(children.len());
     for i in 0..children.len() {
         let mut stack = Vec::new();
-        if let Err(cycle) = visit(i, children, &index, &mut marks, &mut stack, &mut order) {
-            let names: Vec<&str> = cycle.iter().map(|&c| children[c].name.as_str()).collect();
+        if let Err(cycle) = visit(i, &deps, &mut marks, &mut stack, &mut order) {
+            let path: Vec<&str> = cycle.iter().map(|&c| names[c]).collect();
+            let through_reads = cycle
+                .windows(2)
+                .any(|w| !children[w[0]].depends_on.iter().any(|d| d == names[w[1]]));
+            let mut message = path.join(" -> ");
+            if through_reads {
+                message.push_str(" (a child that reads a collection comes after the whole collection)");
+            }
             report(
                 Field::ChildDependsOn(offset + cycle[0]),
-                CompileError::Cycle(names.join(" -> ")),
+                CompileError::Cycle(message),
                 None,
             );
             return None;

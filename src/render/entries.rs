@@ -1,6 +1,7 @@
 //! Rendering one list of child entries (`children`, or `finalize.children`) in dependency
 //! order: each template into labelled, owned objects, or a waiting entry when a lookup is
-//! missing, a dependency is not ready, or the template reads a child that does not exist.
+//! missing, a dependency or a collection it reads is not ready, or the template reads a
+//! child that does not exist.
 //! One object comes from one entry, once: two renderings of it would overwrite each other
 //! on every pass.
 
@@ -58,10 +59,14 @@ pub(super) fn render_entries<'a>(
     let mut rendered_by: BTreeMap<ObjectKey, &str> = BTreeMap::new();
     for &i in order {
         let child = def.entry(i);
+        // A collection read is a dependency: the reader waits until every member exists
+        // and is ready (an empty collection is complete), not just until one exists.
+        let collections = def.reads(i).iter().filter(|r| def.reads_collection(i, r));
         let blockers: Vec<String> = if missing_lookups.is_empty() {
             child
                 .depends_on
                 .iter()
+                .chain(collections)
                 .filter(|d| !out.ready.get(d.as_str()).is_some_and(Readiness::is_ready))
                 .cloned()
                 .collect()

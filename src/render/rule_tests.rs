@@ -1,5 +1,6 @@
-//! Render tests of the status rules: aggregates over a collection, expression rules and
-//! their errors, latched conditions.
+//! Render tests of what reads a collection and of the status rules: aggregates,
+//! expression rules and their errors, latched conditions, a child that waits for a whole
+//! collection.
 
 use serde_json::{Value, json};
 
@@ -105,4 +106,57 @@ fn an_expression_ready_rule_reads_the_objects_fields() {
     assert_eq!(condition(&out.status, "Ready")["status"], "True");
     let out = Inputs::new().observe("cm", live("x")).run(&def, &parent()).unwrap();
     assert_eq!(condition(&out.status, "Ready")["status"], "False");
+}
+
+/// A pool: one Pod per item, and a summary ConfigMap, declared first, that reads them.
+fn pool() -> CompiledDefinition {
+    let summary = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-summary\ndata:\n  pods: {{ children.pods | map(attribute='metadata.name') | join(',') | quote }}";
+    let pods = "{% for item in parent.spec['items'] %}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {{ parent.metadata.name }}-{{ item }}\nspec:\n  containers: [{name: c, image: busybox}]\n{% endfor %}";
+    let body: String = pods.lines().map(|l| format!("        {l}\n")).collect();
+    let children = format!(
+        "{}    - name: pods\n      collection: true\n      template: |\n{body}",
+        child("summary", summary)
+    );
+    compile(&children, "")
+}
+
+fn member(item: &str, ready: bool) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("w1-{item}"), "namespace": "team"},
+        "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+}
+
+#[test]
+fn a_reader_of_a_collection_waits_until_every_member_exists_and_is_ready() {
+    let def = pool();
+    assert!(def.hints().is_empty(), "{:?}", def.hints());
+    let names = |out: &RenderOutput| out.children.iter().map(|c| c.child.clone()).collect::<Vec<_>>();
+
+    let out = Inputs::new().run(&def, &parent()).unwrap();
+    assert_eq!(names(&out), ["pods", "pods"]);
+    assert_eq!(out.waiting[0].child, "summary");
+    assert_eq!(out.waiting[0].on, ["pods"]);
+
+    let one = Inputs::new().observe("pods", member("a", true));
+    assert_eq!(one.run(&def, &parent()).unwrap().waiting.len(), 1);
+    let unready = Inputs::new()
+        .observe("pods", member("a", true))
+        .observe("pods", member("b", false));
+    assert_eq!(unready.run(&def, &parent()).unwrap().waiting.len(), 1);
+
+    let all = Inputs::new()
+        .observe("pods", member("a", true))
+        .observe("pods", member("b", true));
+    let out = all.run(&def, &parent()).unwrap();
+    assert!(out.waiting.is_empty(), "{:?}", out.waiting);
+    let summary = out.children.iter().find(|c| c.child == "summary").unwrap();
+    assert_eq!(summary.object["data"]["pods"], "w1-a,w1-b");
+}
+
+#[test]
+fn an_empty_collection_is_complete() {
+    let mut empty = parent();
+    empty["spec"]["items"] = json!([]);
+    let out = Inputs::new().run(&pool(), &empty).unwrap();
+    assert!(out.waiting.is_empty(), "{:?}", out.waiting);
+    assert_eq!(out.children[0].object["data"]["pods"], "");
 }
