@@ -258,6 +258,12 @@ pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
     };
     let scopes = stencil::compile::scopes(&loaded.definitions);
     let needs = stencil::rbac::needs(&loaded.definitions, &scopes, &options);
+    // What an admin must add by hand is said on stderr and, so it travels with the
+    // manifests, as comments at their top.
+    for note in &needs.notes {
+        eprintln!("note: {note}");
+        println!("# note: {note}");
+    }
     if args.format == RbacFormat::Values {
         let values = serde_json::json!({"rbac": {
             "clusterRules": needs.cluster.policy_rules(),

@@ -1,5 +1,6 @@
 //! Least-privilege RBAC derived from definitions, purely: exactly the verbs the controller
-//! uses on each parent, child and lookup kind, plus what Stencil itself needs.
+//! uses on each parent, child and lookup kind, what its RBAC children need (`grants`),
+//! plus what Stencil itself needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -7,6 +8,8 @@ use serde_json::{Value, json};
 
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
+
+mod grants;
 
 /// Verbs on a parent kind: read it, and patch its finalizers.
 pub const PARENT_VERBS: &[&str] = &["get", "list", "watch", "patch"];
@@ -95,38 +98,6 @@ impl RuleSet {
     }
 }
 
-/// The roles a binding template refers to with literal `roleRef` kind and name: creating
-/// such a binding needs `bind` on the role, since Stencil does not hold its permissions.
-fn bound_roles(template: &str) -> Vec<(String, String)> {
-    let mut found = Vec::new();
-    let lines: Vec<&str> = template.lines().collect();
-    for (i, line) in lines.iter().enumerate() {
-        if line.trim() != "roleRef:" {
-            continue;
-        }
-        let indent = line.len() - line.trim_start().len();
-        let (mut kind, mut name) = (None, None);
-        for next in lines[i + 1..]
-            .iter()
-            .take_while(|l| l.len() - l.trim_start().len() > indent)
-        {
-            let literal = |v: &str| {
-                let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
-                (!v.contains("{{") && !v.is_empty()).then(|| v.to_string())
-            };
-            if let Some(v) = next.trim().strip_prefix("kind:") {
-                kind = literal(v);
-            } else if let Some(v) = next.trim().strip_prefix("name:") {
-                name = literal(v);
-            }
-        }
-        if let (Some(k), Some(n)) = (kind, name) {
-            found.push((k, n));
-        }
-    }
-    found
-}
-
 /// Options of the generated RBAC.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -148,12 +119,15 @@ pub struct Needs {
     pub cluster: RuleSet,
     /// Rules on namespaced kinds, for each namespace's Role.
     pub namespaced: RuleSet,
+    /// What could not be derived, each with the rule an admin must add for it.
+    pub notes: Vec<String>,
 }
 
 /// Derives Stencil's needs for these definitions.
 pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) -> Needs {
     let mut needs = Needs::default();
     let mut crd_names = Vec::new();
+    let (mut rbac_grants, mut rbac_notes) = (Vec::new(), Vec::new());
     // Several namespaces share one cluster-wide watch per kind (one store per kind, one
     // connection instead of one per namespace), so reading is granted cluster-wide and
     // writing stays in each namespace's Role.
@@ -189,15 +163,9 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         for gvk in def.all_child_kinds() {
             grant(&gvk, &plural(&gvk, defs), CHILD_VERBS, &[]);
         }
-        for (kind, role) in def.entries().flat_map(|(_, c)| bound_roles(&c.template)) {
-            let resource = if kind == "ClusterRole" { "clusterroles" } else { "roles" };
-            let gvk = Gvk {
-                group: "rbac.authorization.k8s.io".into(),
-                version: "v1".into(),
-                kind,
-            };
-            grant(&gvk, resource, &["bind"], &[role]);
-        }
+        let (mut grants, mut notes) = grants::rbac_children(def);
+        rbac_grants.append(&mut grants);
+        rbac_notes.append(&mut notes);
         for gvk in def.lookup_kinds() {
             grant(&gvk, &plural(&gvk, defs), LOOKUP_VERBS, &[]);
         }
@@ -207,6 +175,16 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
             grant(&def.parent, &parent, &["update"], &[]);
         }
     }
+    for g in rbac_grants {
+        let target = if g.cluster_wide || options.namespaces.is_empty() {
+            &mut needs.cluster
+        } else {
+            &mut needs.namespaced
+        };
+        let verbs: Vec<&str> = g.verbs.iter().map(String::as_str).collect();
+        target.grant(&g.group, &g.resource, &verbs, &g.names);
+    }
+    needs.notes = rbac_notes;
     if !crd_names.is_empty() {
         // Creating cannot be limited by name; reading and applying can.
         needs

@@ -85,6 +85,18 @@ impl ReconcileError {
                     status.message
                 );
             }
+            if status.message.contains("attempting to grant RBAC permissions not currently held") {
+                let binding = status.details.as_ref().is_some_and(|d| d.kind.ends_with("bindings"));
+                let allow = if binding {
+                    "`bind` on the role it references"
+                } else {
+                    "`escalate` on roles or clusterroles"
+                };
+                return format!(
+                    "cannot {action} {object}: the API server refused it as privilege escalation, since Stencil may only grant permissions it holds itself: {}; write the role's rules literally so `stencil rbac` grants them to Stencil, or have an admin grant {allow}",
+                    status.message
+                );
+            }
             let rule = status
                 .details
                 .as_ref()
@@ -155,5 +167,16 @@ mod tests {
         .forbidden()
         .unwrap();
         assert!(owner.contains("`finalizers` subresource"), "{owner}");
+        let escalation = refused(
+            403,
+            "Forbidden",
+            "clusterroles.rbac.authorization.k8s.io \"r\" is forbidden: user \"system:serviceaccount:s:stencil\" (groups=[]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}",
+        )
+        .forbidden()
+        .unwrap();
+        assert!(
+            escalation.contains("privilege escalation") && escalation.contains("`escalate` on roles"),
+            "{escalation}"
+        );
     }
 }

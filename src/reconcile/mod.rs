@@ -224,7 +224,13 @@ async fn not_ready_after(
     reason: &str,
     error: ReconcileError,
 ) -> ReconcileError {
-    let status = render::not_ready(rendered, reason, &error.to_string());
+    // A refused request says what to grant; several errors are each said as they are.
+    let message = match &error {
+        ReconcileError::Several(_) => None,
+        single => single.forbidden(),
+    };
+    let message = message.unwrap_or_else(|| error.to_string());
+    let status = render::not_ready(rendered, reason, &message);
     if let Err(status_error) = status::write(ctx, parent, &status).await {
         tracing::warn!(error = %status_error, "could not write the status");
     }
