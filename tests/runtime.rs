@@ -285,6 +285,9 @@ async fn a_first_list_slower_than_the_sync_timeout_completes_and_serves() {
     // and the list it started goes on, so a later attempt finds it complete.
     let _stencil = common::start_stencil_options(stencil::runtime::Options {
         definitions: vec![dir.path().to_path_buf()],
+        // Only its own file: an admin serving every cluster definition would rewrite the
+        // status of the definition the forbidden-kind test runs beside it.
+        cluster_definitions: false,
         sync_timeout: Duration::from_millis(1),
         ..Default::default()
     })
@@ -345,6 +348,7 @@ async fn with_namespace_a_child_outside_the_served_namespaces_is_refused_on_the_
     std::fs::write(dir.path().join("d.yaml"), definition(&group, &children, &extra)).unwrap();
     let _stencil = common::start_stencil_options(stencil::runtime::Options {
         definitions: vec![dir.path().to_path_buf()],
+        cluster_definitions: false,
         namespaces: vec![ns.name.clone()],
         ..Default::default()
     })
