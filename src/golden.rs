@@ -174,7 +174,8 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, C
 
 /// Every `*.case.yaml` file at or below `dir`, sorted.
 pub fn find_cases(dir: &Path) -> Result<Vec<PathBuf>, CaseError> {
-    let files = crate::source::files::yaml_files(dir).map_err(|e| CaseError::Io {
+    let is_case = |name: &str| name.ends_with(".case.yaml");
+    let files = crate::source::files::files_below(dir, &is_case).map_err(|e| CaseError::Io {
         path: e.path,
         source: e.source,
     })?;

@@ -183,7 +183,10 @@ spec:
     #     ...
   status:
     # `Ready` is Stencil's: True once every child is observed and ready. Add your own
-    # fields and conditions, as JSONPath rules over the same context.
+    # fields and conditions as rules over the same context: a JSONPath (`$...`), or one
+    # minijinja expression in quoted "{{{{ }}}}", which can count and compare, e.g.
+    #   running: "{{{{ children.workers | selectattr('status.phase', 'eq', 'Running') | list | length }}}}"
+    # A condition with `latch: true` stays True until the spec changes.
     fields:
       message: $.children.config.data.message
     conditions:

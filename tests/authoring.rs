@@ -46,15 +46,20 @@ async fn a_new_definition_validates_tests_and_becomes_ready_on_the_rig() {
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
-    ok(
-        &stencil(&["validate", "cache/caches.yaml"], scratch.path()),
-        "stencil validate",
+    // The directory as `stencil new` wrote it: the definition, its example parent and its
+    // golden case. Only the definition is one; the rest is left out, not an error.
+    ok(&stencil(&["validate", "cache"], scratch.path()), "stencil validate");
+    let explicit = stencil(&["validate", "cache/example.yaml"], scratch.path());
+    let said = String::from_utf8_lossy(&explicit.stdout);
+    assert!(
+        explicit.status.code() == Some(1) && said.contains("example.yaml:3:1") && said.contains("found"),
+        "a file named on its own must hold definitions: {said}"
     );
     ok(&stencil(&["test", "cache/tests"], scratch.path()), "stencil test");
 
     let dir = scratch.path().join("cache");
     let client = client().await;
-    let _stencil = start_stencil(&[dir.join("caches.yaml")], false).await;
+    let _stencil = start_stencil(std::slice::from_ref(&dir), false).await;
     wait_established(&client, &format!("caches.{group}")).await;
     let example: DynamicObject = serde_json::from_value(
         stencil::yaml::document(&std::fs::read_to_string(dir.join("example.yaml")).unwrap()).unwrap(),

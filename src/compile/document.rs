@@ -320,6 +320,20 @@ fn read_one(file: &str, whole: &str, chunk: &str) -> Result<(OperatorDefinition,
             error,
         })
     };
+    // Another kind of object is said to be one before its fields are held to a
+    // definition's: "found v1 ConfigMap", not "unknown field `data`".
+    let loose: Value =
+        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
+    let text = |key: &str| loose.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    if !kind.is_empty() && (api_version != API_VERSION || kind != KIND) {
+        // A chunk keeps the lines before it as blank lines, so this is the file's line.
+        let line = chunk
+            .lines()
+            .position(|l| l.starts_with("kind:"))
+            .map_or(1, |i| i as u64 + 1);
+        return Err(fail(line, 1, CompileError::NotADefinition { api_version, kind }));
+    }
     let doc: Document =
         crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
     let spans: SpanDoc =

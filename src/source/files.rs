@@ -26,8 +26,21 @@ pub struct Loaded {
     pub files: usize,
 }
 
-/// Every YAML file at or below `path`, sorted so loading is deterministic.
+/// The files of a golden case (`stencil test`), which sit beside definitions.
+const GOLDEN_SUFFIXES: [&str; 2] = [".case.yaml", ".expected.yaml"];
+
+/// Every YAML file at or below `path`, sorted so loading is deterministic. In a directory,
+/// golden cases (`*.case.yaml`, `*.expected.yaml`) are not definitions and are left out,
+/// so the directory `stencil new` writes loads as it is.
 pub fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
+    files_below(path, &|name| {
+        (name.ends_with(".yaml") || name.ends_with(".yml")) && !GOLDEN_SUFFIXES.iter().any(|s| name.ends_with(s))
+    })
+}
+
+/// `path` itself when it is a file; otherwise every file below it whose name `keep`
+/// accepts, sorted, leaving out hidden entries.
+pub fn files_below(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>, ReadError> {
     let err = |source| ReadError {
         path: path.display().to_string(),
         source,
@@ -49,12 +62,23 @@ pub fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
             continue;
         }
         if entry.is_dir() {
-            found.extend(yaml_files(&entry)?);
-        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
+            found.extend(files_below(&entry, keep)?);
+        } else if keep(name) {
             found.push(entry);
         }
     }
     Ok(found)
+}
+
+/// Compiles `file`, found at or below `path`. A file found in a directory may hold other
+/// objects beside definitions (the example parent `stencil new` writes): they are left
+/// out. A file named on its own must hold only definitions.
+fn compile_found(path: &Path, file: &Path, text: &str) -> (Vec<CompiledDefinition>, Diagnostics) {
+    let (defs, Diagnostics(mut errors)) = compile::compile_file(&file.display().to_string(), text);
+    if path != file {
+        errors.retain(|d| !matches!(d.error, compile::CompileError::NotADefinition { .. }));
+    }
+    (defs, Diagnostics(errors))
 }
 
 /// Reads and compiles every definition at or below `paths`.
@@ -66,7 +90,7 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
                 path: file.display().to_string(),
                 source,
             })?;
-            let (defs, Diagnostics(mut errors)) = compile::compile_file(&file.display().to_string(), &text);
+            let (defs, Diagnostics(mut errors)) = compile_found(path, &file, &text);
             loaded.files += 1;
             loaded.definitions.extend(defs);
             loaded.diagnostics.append(&mut errors);
@@ -101,7 +125,7 @@ fn scan(paths: &[PathBuf]) -> Scan {
                     continue;
                 }
             };
-            let (defs, diags) = compile::compile_file(&name, &text);
+            let (defs, diags) = compile_found(path, &file, &text);
             for def in defs {
                 let origin = super::Origin::File {
                     path: name.clone(),
@@ -227,6 +251,30 @@ pub fn watch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_leaves_out_golden_cases_and_other_objects_but_a_named_file_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let def = "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: caches.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Cache\n  children:\n    - name: cm\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: x\n";
+        std::fs::write(dir.path().join("caches.yaml"), def).unwrap();
+        let example = "apiVersion: example.com/v1\nkind: Cache\nmetadata:\n  name: example\nspec:\n  message: hi\n";
+        std::fs::write(dir.path().join("example.yaml"), example).unwrap();
+        std::fs::create_dir(dir.path().join("tests")).unwrap();
+        std::fs::write(dir.path().join("tests/a.case.yaml"), "definition: ../caches.yaml\n").unwrap();
+        std::fs::write(dir.path().join("tests/a.expected.yaml"), "children: []\n").unwrap();
+
+        let loaded = load(&[dir.path().to_path_buf()]).unwrap();
+        assert_eq!(loaded.definitions.len(), 1);
+        assert!(loaded.diagnostics.is_empty(), "{:?}", loaded.diagnostics);
+        assert_eq!(loaded.files, 2);
+
+        let named = load(&[dir.path().join("example.yaml")]).unwrap();
+        let error = named.diagnostics[0].to_string();
+        assert!(
+            error.contains("example.yaml:2:1") && error.contains("found example.com/v1 Cache"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn a_broken_file_is_reported_once_until_its_errors_change() {
