@@ -18,11 +18,11 @@ test: lint unit golden integration ## Everything: fmt, clippy, unit, golden and 
 .PHONY: lint
 lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets --all-features --locked -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features --locked -- -D warnings
 
 .PHONY: unit
 unit: ## Unit tests (no cluster)
-	$(CARGO) test --locked --lib --bins
+	$(CARGO) test --locked --workspace --lib --bins
 
 .PHONY: build
 build: ## Build the stencil binary
@@ -55,7 +55,7 @@ endif
 
 .PHONY: test-faults
 test-faults: ## The whole fault suite: 10 min of fuzzing, every crash point, 5 s and 60 s API server outages
-	STENCIL_FUZZ_SECONDS=200 $(CARGO) test --locked --release --lib fuzz -- --nocapture --test-threads=1
+	STENCIL_FUZZ_SECONDS=200 $(CARGO) test --locked --release -p stencil-core --lib fuzz -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_FAULTS=full STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) \
 	  $(CARGO) test --locked --features fault-injection --test faults --test apiserver_faults -- --nocapture || status=$$?; \

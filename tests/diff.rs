@@ -130,7 +130,7 @@ async fn diff_counts_an_edit_across_twenty_parents_without_writing_and_render_re
         let name = desired["metadata"]["name"].as_str().unwrap();
         let live = serde_json::to_value(configmaps.get(name).await.unwrap()).unwrap();
         assert!(
-            stencil::reconcile::diff::live_contains(&live, desired),
+            stencil::applied::live_contains(&live, desired),
             "{name}: {desired} vs {live}"
         );
     }

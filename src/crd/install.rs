@@ -9,6 +9,69 @@ use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
 
+/// Why a parent CRD was not installed.
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    /// The CRD cannot be built from its definition.
+    #[error(transparent)]
+    Crd(#[from] CrdError),
+    /// The live CRD could not be read; nothing is written until it can.
+    #[error("cannot read CRD {name}: {source}")]
+    Read {
+        /// The CRD's name.
+        name: String,
+        /// What the server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A CRD of that name exists and Stencil did not install it: it is never written.
+    #[error(
+        "{location}: CRD {name} exists and was not installed by Stencil ({managers}); Stencil leaves it as it is. Remove spec.crd from the definition to serve the CRD as it stands, or annotate the CRD with {adopt}: \"true\" to let Stencil manage it from now on"
+    )]
+    NotOurs {
+        /// The CRD's name.
+        name: String,
+        /// Who wrote it, from its managed fields.
+        managers: String,
+        /// The annotation that hands it over.
+        adopt: &'static str,
+        /// Where `spec.crd` is written.
+        location: String,
+    },
+    /// The API server refused the CRD.
+    #[error("cannot apply CRD {name}: {source}")]
+    Apply {
+        /// The CRD's name.
+        name: String,
+        /// What the server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The update could lose data; the live CRD is left as it is.
+    #[error("{location}: refusing to update CRD {name}: {}; set the annotation stencil.dev/allow-breaking-changes: \"true\" on the definition to force it", changes.join("; "))]
+    Breaking {
+        /// The CRD's name.
+        name: String,
+        /// Each breaking change, with its version and path.
+        changes: Vec<String>,
+        /// Where `spec.crd` is written.
+        location: String,
+    },
+    /// The definition's versions need conversion, and this process serves no webhook.
+    #[error(
+        "{location}: definition {definition} converts between CRD versions, which needs Stencil's conversion webhook; run with --webhook-service NAMESPACE/NAME (the chart does) or --webhook-url URL"
+    )]
+    NoWebhook {
+        /// The definition.
+        definition: String,
+        /// Where `spec.crd` is written.
+        location: String,
+    },
+    /// The CRD was applied but the API server does not serve it yet.
+    #[error("CRD {0} is not Established yet")]
+    NotEstablished(String),
+}
+
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
 /// Established. Returns every child kind the CRD records for the definition (see
@@ -17,7 +80,7 @@ pub async fn install(
     client: &kube::Client,
     def: &CompiledDefinition,
     webhook: Option<&Webhook>,
-) -> Result<Vec<Gvk>, CrdError> {
+) -> Result<Vec<Gvk>, InstallError> {
     use kube::api::{Api, Patch, PatchParams};
 
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -25,19 +88,19 @@ pub async fn install(
         return Ok(Vec::new());
     };
     if def.converts() && webhook.is_none() {
-        return Err(CrdError::NoWebhook {
+        return Err(InstallError::NoWebhook {
             definition: def.name.clone(),
             location: def.crd_location(),
         });
     }
-    let live = api.get_opt(&name).await.map_err(|source| CrdError::Read {
+    let live = api.get_opt(&name).await.map_err(|source| InstallError::Read {
         name: name.clone(),
         source,
     })?;
     if let Some(live) = &live
         && !is_ours(live)
     {
-        return Err(CrdError::NotOurs {
+        return Err(InstallError::NotOurs {
             name,
             managers: crate::ownership::managers(&serde_json::to_value(live).unwrap_or_default()),
             adopt: labels::ADOPT_CRD,
@@ -51,7 +114,7 @@ pub async fn install(
     match verdict {
         Verdict::Unchanged => {}
         Verdict::Breaking(changes) if !def.allow_breaking_changes => {
-            return Err(CrdError::Breaking {
+            return Err(InstallError::Breaking {
                 name,
                 changes,
                 location: def.crd_location(),
@@ -61,7 +124,7 @@ pub async fn install(
             let params = PatchParams::apply(labels::FIELD_MANAGER).force();
             api.patch(&name, &params, &Patch::Apply(&desired))
                 .await
-                .map_err(|source| CrdError::Apply {
+                .map_err(|source| InstallError::Apply {
                     name: name.clone(),
                     source,
                 })?;
@@ -80,5 +143,5 @@ pub async fn install(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    Err(CrdError::NotEstablished(name))
+    Err(InstallError::NotEstablished(name))
 }

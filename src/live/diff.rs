@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::compare::{comparable, comparable_status, unified};
 use super::{Kinds, LiveError, Snapshot};
+use crate::applied::{live_hash, with_hash};
 use crate::compile::CompiledDefinition;
 use crate::definition::UpdatePolicy;
 use crate::immutable;
 use crate::labels;
 use crate::object_key::ObjectKey;
 use crate::ownership::{self, Verdict};
-use crate::reconcile::diff::{live_hash, with_hash};
 use crate::render::DesiredChild;
 
 /// What the new definition would do to one child.

@@ -12,7 +12,8 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use super::context::describe;
-use super::{Context, ReconcileError, diff, to_json};
+use super::{Context, ReconcileError, to_json};
+use crate::applied;
 use crate::definition::UpdatePolicy;
 use crate::immutable;
 use crate::labels;
@@ -105,7 +106,7 @@ pub(super) async fn child(
     parent: &DynamicObject,
     child: &DesiredChild,
 ) -> Result<Applied, ReconcileError> {
-    let (desired, hash) = diff::with_hash(child.object.clone());
+    let (desired, hash) = applied::with_hash(child.object.clone());
     let Located { api, name, live } = locate(ctx, &desired)?;
     let what = describe(&desired);
     let kube_err = |action: &'static str| {
@@ -164,8 +165,8 @@ pub(super) async fn child(
     }
 
     if let Some(live) = &live {
-        let same_hash = diff::live_hash(live) == Some(hash.as_str());
-        if child.update_policy == UpdatePolicy::OnCreate || (same_hash && diff::live_contains(live, &desired)) {
+        let same_hash = applied::live_hash(live) == Some(hash.as_str());
+        if child.update_policy == UpdatePolicy::OnCreate || (same_hash && applied::live_contains(live, &desired)) {
             ctx.metrics
                 .apply_skipped_total
                 .get_or_create(&metrics::definition(&ctx.def.name))

@@ -124,7 +124,7 @@ impl Context {
             waiting: Mutex::new(Readers::default()),
             conflicts: Mutex::new(HashMap::new()),
             outcomes: Mutex::new(HashMap::new()),
-            definition_label: crate::render::label_value(&def.name),
+            definition_label: crate::labels::label_value(&def.name),
             def,
         }
     }

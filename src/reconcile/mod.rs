@@ -5,7 +5,6 @@
 mod apply;
 mod collect;
 mod context;
-pub mod diff;
 mod error;
 mod finalize;
 mod prune;

@@ -828,7 +828,7 @@ async fn a_child_finds_its_parent_by_uid_when_the_name_is_too_long_for_a_label()
     let mut p = parent(None);
     p["metadata"]["name"] = json!(long);
     w.parents.apply(p);
-    let hashed = crate::render::label_value(&long);
+    let hashed = crate::labels::label_value(&long);
     assert_ne!(hashed, long, "positive control: the label holds another name");
     let child: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "c", "namespace": "ns", "labels": {

@@ -78,7 +78,7 @@ fn selection_readers(ctx: &Context, obj: &DynamicObject) -> Vec<ParentRef> {
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
 pub(super) fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ParentRef> {
     let l = child.labels();
-    if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::render::label_value(&ctx.def.name).as_str()) {
+    if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::labels::label_value(&ctx.def.name).as_str()) {
         return None;
     }
     // A name too long for a label is hashed in `stencil.dev/parent-name`: the UID says.

@@ -211,8 +211,8 @@ async fn serve(
     let installed = until_ready(&shell, &origin, &stop, || async {
         match crate::crd::install(&shell.client, &def, shell.webhook.as_ref()).await {
             Ok(recorded) => Ok((None, recorded)),
-            Err(e @ crate::crd::CrdError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
-            Err(e @ crate::crd::CrdError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
+            Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
+            Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
             Err(e) => Err(("Waiting", e.to_string())),
         }
     })

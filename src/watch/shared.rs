@@ -243,7 +243,7 @@ impl SharedWatch {
                 .metadata
                 .uid
                 .clone()
-                .filter(|_| crate::render::label_value(name) != name);
+                .filter(|_| crate::labels::label_value(name) != name);
             uid.map(|uid| (uid, self.key(o)))
         };
         match event {

@@ -8,7 +8,7 @@ use minijinja::{AutoEscape, Environment, Error, ErrorKind, UndefinedBehavior};
 use rand::Rng as _;
 use sha2::{Digest as _, Sha256};
 
-use crate::labels::MAX_LABEL_VALUE;
+use crate::labels::{MAX_LABEL_VALUE, to_dns_label};
 
 /// Instructions one template render may execute before it is stopped.
 pub const FUEL: u64 = 2_000_000;
@@ -137,27 +137,6 @@ pub fn dns_label(value: Value, kwargs: Kwargs) -> Result<String, Error> {
         return Err(invalid(format!("dns_label: max must be 10..=63, got {max}")));
     }
     Ok(to_dns_label(&text, max))
-}
-
-/// The pure core of `dns_label`, also used for Stencil's own label values.
-pub fn to_dns_label(text: &str, max: usize) -> String {
-    let mut label: String = text
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    label = label.trim_matches('-').to_string();
-    if label.len() <= max && !label.is_empty() {
-        return label;
-    }
-    let suffix = &hex(&Sha256::digest(text.as_bytes()))[..8];
-    let keep = max - suffix.len() - 1;
-    let head = label[..label.len().min(keep)].trim_end_matches('-');
-    if head.is_empty() {
-        suffix.to_string()
-    } else {
-        format!("{head}-{suffix}")
-    }
 }
 
 /// A random alphanumeric password from the thread's CSPRNG. It changes on every render,

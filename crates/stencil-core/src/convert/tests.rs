@@ -3,7 +3,7 @@ use serde_json::{Value, json};
 use super::*;
 
 fn website() -> CompiledDefinition {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let (mut defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
     assert!(diags.0.is_empty(), "{diags}");
     defs.remove(0)
@@ -97,7 +97,7 @@ fn an_unknown_version_or_kind_is_refused() {
 
 #[test]
 fn a_failing_template_names_the_object_and_the_line() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let text = std::fs::read_to_string(path).unwrap().replace(
         "domain: {{ object.spec.domains[0] | tojson }}",
         "domain: {{ object.spec.nope.x }}",
@@ -113,7 +113,7 @@ fn a_failing_template_names_the_object_and_the_line() {
 
 #[test]
 fn a_template_that_renders_metadata_is_refused() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let text = std::fs::read_to_string(path).unwrap().replacen(
         "          fromStorage: |\n            spec:",
         "          fromStorage: |\n            metadata: {name: x}\n            spec:",
@@ -127,7 +127,7 @@ fn a_template_that_renders_metadata_is_refused() {
 
 #[test]
 fn a_converted_object_the_target_schema_refuses_names_the_object_version_and_path() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let text = std::fs::read_to_string(path).unwrap().replacen(
         "              domains: [{{ object.spec.domain | tojson }}]",
         "              domains: {{ object.spec.domain | tojson }}",

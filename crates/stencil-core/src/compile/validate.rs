@@ -402,12 +402,12 @@ fn identifier_hint(what: &str, name: &str) -> String {
 }
 
 /// A CamelCase kind name, e.g. `Database`.
-pub(crate) fn is_kind(s: &str) -> bool {
+pub fn is_kind(s: &str) -> bool {
     s.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && s.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
 /// An RFC 1123 label: lower-case alphanumerics and '-', 1 to 63 characters.
-pub(crate) fn is_dns_label(s: &str) -> bool {
+pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.chars()

@@ -13,29 +13,29 @@ use crate::compile::{compile_file, scopes};
 use crate::render::{RenderInput, render};
 
 const OPERATORS: [(&str, &str); 6] = [
-    ("database.yaml", include_str!("../operators/database.yaml")),
-    ("website.yaml", include_str!("../operators/website.yaml")),
-    ("tenant.yaml", include_str!("../operators/tenant.yaml")),
+    ("database.yaml", include_str!("../../../operators/database.yaml")),
+    ("website.yaml", include_str!("../../../operators/website.yaml")),
+    ("tenant.yaml", include_str!("../../../operators/tenant.yaml")),
     (
         "namespace-defaults.yaml",
-        include_str!("../operators/namespace-defaults.yaml"),
+        include_str!("../../../operators/namespace-defaults.yaml"),
     ),
     (
         "secret-propagation.yaml",
-        include_str!("../operators/secret-propagation.yaml"),
+        include_str!("../../../operators/secret-propagation.yaml"),
     ),
     (
         "service-per-pod.yaml",
-        include_str!("../operators/service-per-pod.yaml"),
+        include_str!("../../../operators/service-per-pod.yaml"),
     ),
 ];
 const EXAMPLES: [&str; 6] = [
-    include_str!("../examples/database.yaml"),
-    include_str!("../examples/website.yaml"),
-    include_str!("../examples/tenant.yaml"),
-    include_str!("../examples/namespace-defaults.yaml"),
-    include_str!("../examples/secret-propagation.yaml"),
-    include_str!("../examples/service-per-pod.yaml"),
+    include_str!("../../../examples/database.yaml"),
+    include_str!("../../../examples/website.yaml"),
+    include_str!("../../../examples/tenant.yaml"),
+    include_str!("../../../examples/namespace-defaults.yaml"),
+    include_str!("../../../examples/secret-propagation.yaml"),
+    include_str!("../../../examples/service-per-pod.yaml"),
 ];
 
 /// Fragments that matter to YAML, minijinja and JSONPath, spliced into good definitions.

@@ -2,7 +2,7 @@
 //! Stencil names an object in indexes, comparisons and messages. The version is left out
 //! on purpose: the same object read at two versions is one object.
 
-use kube::api::DynamicObject;
+use kube::core::DynamicObject;
 use serde_json::Value;
 
 use crate::gvk::Gvk;

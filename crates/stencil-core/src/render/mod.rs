@@ -12,7 +12,6 @@ mod lookups;
 mod status;
 
 pub use decorate::collected_by_garbage_collector;
-pub(crate) use decorate::label_value;
 use entries::render_entries;
 pub use finalize::{FinalizeOutput, render_finalize};
 pub use lookups::{LookupRequest, Target, lookup_requests, match_lookups, string_map};

@@ -59,3 +59,48 @@ pub const ALLOW_BREAKING_CHANGES: &str = "stencil.dev/allow-breaking-changes";
 /// Annotation on an object converted to a version that cannot hold all of it: the
 /// storage version's `spec` and `status` as JSON, so converting back loses nothing.
 pub const CONVERSION_DATA: &str = "stencil.dev/conversion-data";
+
+/// A label value for any string: as is when valid, else a DNS label with a hash suffix.
+pub fn label_value(s: &str) -> String {
+    let valid = s.len() <= MAX_LABEL_VALUE
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+        && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric());
+    if valid {
+        s.to_string()
+    } else {
+        to_dns_label(s, MAX_LABEL_VALUE)
+    }
+}
+
+/// A DNS-1123 label made from any string (the templates' `dns_label`): lower-case
+/// alphanumerics and '-', at most `max` characters; a value that had to be cut ends with a
+/// stable hash suffix.
+pub fn to_dns_label(text: &str, max: usize) -> String {
+    let mut label: String = text
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    label = label.trim_matches('-').to_string();
+    if label.len() <= max && !label.is_empty() {
+        return label;
+    }
+    let suffix = &sha256_hex(text)[..8];
+    let keep = max - suffix.len() - 1;
+    let head = label[..label.len().min(keep)].trim_end_matches('-');
+    if head.is_empty() {
+        suffix.to_string()
+    } else {
+        format!("{head}-{suffix}")
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

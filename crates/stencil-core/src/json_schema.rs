@@ -77,14 +77,15 @@ mod tests {
             "schemas/operatordefinition.schema.json",
             "charts/stencil/schemas/operatordefinition.schema.json",
         ] {
-            let shipped = std::fs::read_to_string(path).unwrap_or_default();
+            let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+            let shipped = std::fs::read_to_string(format!("{root}/{path}")).unwrap_or_default();
             assert!(shipped == current, "{path} is stale: run `make chart`");
         }
     }
 
     #[test]
     fn the_bundled_operators_carry_the_modeline() {
-        for entry in std::fs::read_dir("operators").unwrap() {
+        for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators")).unwrap() {
             let path = entry.unwrap().path();
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(

@@ -6,7 +6,7 @@ use serde_json::Value;
 #[test]
 fn the_chart_ships_the_generated_crd() {
     let generated = crate::yaml::to_stream(&[serde_json::to_value(operator_definition_crd()).unwrap()]).unwrap();
-    let shipped = include_str!("../../charts/stencil/crds/operatordefinitions.stencil.dev.yaml");
+    let shipped = include_str!("../../../../charts/stencil/crds/operatordefinitions.stencil.dev.yaml");
     assert!(
         shipped == generated,
         "charts/stencil/crds/operatordefinitions.stencil.dev.yaml is stale; run `make chart`"
@@ -45,7 +45,7 @@ fn a_crd_is_ours_when_stencil_installed_it_or_its_owner_handed_it_over() {
 
 #[test]
 fn the_verdict_creates_skips_updates_or_refuses() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
     assert!(diags.0.is_empty(), "{diags}");
     let def = &defs[0];
@@ -88,7 +88,7 @@ fn the_verdict_creates_skips_updates_or_refuses() {
 
 #[test]
 fn the_crd_records_every_child_kind_the_definition_ever_wrote() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
     let (defs, diags) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
     assert!(diags.0.is_empty(), "{diags}");
     let def = &defs[0];

@@ -172,7 +172,7 @@ impl Locator {
 struct Document {
     api_version: String,
     kind: String,
-    metadata: kube::api::ObjectMeta,
+    metadata: kube::core::ObjectMeta,
     spec: OperatorDefinitionSpec,
     #[serde(default)]
     status: Option<Value>,

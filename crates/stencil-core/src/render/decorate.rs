@@ -8,20 +8,6 @@ use crate::definition::DeletionPolicy;
 
 use super::*;
 
-/// A label value for any string: as is when valid, else a DNS label with a hash suffix.
-pub(crate) fn label_value(s: &str) -> String {
-    let valid = s.len() <= labels::MAX_LABEL_VALUE
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && s.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
-        && s.chars().last().is_none_or(|c| c.is_ascii_alphanumeric());
-    if valid {
-        s.to_string()
-    } else {
-        crate::compile::templates::to_dns_label(s, labels::MAX_LABEL_VALUE)
-    }
-}
-
 /// Checks a rendered document and adds its namespace, labels and ownerReference.
 pub(super) fn decorate(
     info: &ParentInfo<'_>,
@@ -94,11 +80,11 @@ pub(super) fn decorate(
     let labels_map = metadata.entry("labels").or_insert_with(|| json!({}));
     let labels_map = labels_map.as_object_mut().ok_or("metadata.labels must be a mapping")?;
     labels_map.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_VALUE.into());
-    labels_map.insert(labels::DEFINITION.into(), label_value(&info.def.name).into());
+    labels_map.insert(labels::DEFINITION.into(), labels::label_value(&info.def.name).into());
     labels_map.insert(labels::CHILD.into(), child.name.clone().into());
     labels_map.insert(
         labels::PARENT_NAME.into(),
-        label_value(parent_field("name").unwrap_or_default()).into(),
+        labels::label_value(parent_field("name").unwrap_or_default()).into(),
     );
     if let Some(ns) = info.namespace {
         labels_map.insert(labels::PARENT_NAMESPACE.into(), ns.into());

@@ -44,7 +44,7 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, decorator
         .and_then(Value::as_array)
         .and_then(|refs| refs.iter().find(|r| r.get("controller") == Some(&Value::Bool(true))));
     let controlled_by_other = controller.filter(|r| r.get("uid").and_then(Value::as_str) != Some(parent_uid));
-    let other_definition = label(labels::DEFINITION).filter(|d| *d != crate::render::label_value(definition));
+    let other_definition = label(labels::DEFINITION).filter(|d| *d != crate::labels::label_value(definition));
     match (label(labels::PARENT_UID), controlled_by_other) {
         (Some(uid), _) if uid == parent_uid && decorator && other_definition.is_some() => Verdict::Conflict(format!(
             "{what} belongs to definition {} of the same parent; it keeps the object until it lets it go",
@@ -103,7 +103,7 @@ pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, defi
 }
 
 /// Who wrote an object, from its managed fields.
-pub(crate) fn managers(live: &Value) -> String {
+pub fn managers(live: &Value) -> String {
     let mut names: Vec<&str> = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
