@@ -97,7 +97,10 @@ impl Election {
             .with_identity(&settings.identity)
             .with_duration(lease)
             .with_grace(grace)
-            .with_field_manager(crate::labels::FIELD_MANAGER)
+            // A field manager of its own per replica: taking a free Lease is a server-side
+            // apply of `holderIdentity` that must conflict with another replica's, or two
+            // replicas that start together both take it, the last write winning.
+            .with_field_manager(format!("{}-{}", crate::labels::FIELD_MANAGER, settings.identity))
             .build()
             .await
             .map_err(|source| ElectionError::Join {
@@ -221,12 +224,19 @@ async fn follow_renewals(client: Client, settings: Settings, fence: Fence) {
                 continue;
             }
         };
-        let Some(spec) = lease.spec else { continue };
-        if spec.holder_identity.as_deref() == Some(settings.identity.as_str())
-            && let Some(renewed) = spec.renew_time
-        {
-            fence.renewed(SystemTime::from(renewed.0));
+        if let Some(spec) = lease.spec {
+            follow(&spec, &settings.identity, &fence);
         }
+    }
+}
+
+/// Opens the fence for a renewal by `identity`, and closes it the moment the Lease names
+/// another holder: whatever this process last renewed, it may not write past that.
+fn follow(spec: &k8s_openapi::api::coordination::v1::LeaseSpec, identity: &str, fence: &Fence) {
+    match (spec.holder_identity.as_deref(), &spec.renew_time) {
+        (Some(holder), Some(renewed)) if holder == identity => fence.renewed(SystemTime::from(renewed.0)),
+        (Some(holder), _) if holder != identity => fence.close(),
+        _ => {}
     }
 }
 
@@ -265,6 +275,25 @@ mod tests {
             .unwrap()
             .unwrap();
         drop(tx);
+    }
+
+    #[test]
+    fn another_holder_in_the_lease_closes_the_fence_at_once() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let fence = Fence::elected(Duration::from_secs(10), &Metrics::default());
+        let spec = |holder: &str| LeaseSpec {
+            holder_identity: Some(holder.into()),
+            renew_time: Some(MicroTime(k8s_openapi::jiff::Timestamp::now())),
+            ..LeaseSpec::default()
+        };
+        follow(&spec("me"), "me", &fence);
+        assert!(fence.allows(), "a renewal of its own opens the fence");
+        follow(&spec("other"), "me", &fence);
+        assert!(
+            !fence.allows(),
+            "another holder closes it before its own renewal runs out"
+        );
     }
 
     #[tokio::test]
