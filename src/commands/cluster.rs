@@ -32,7 +32,7 @@ fn names_parent_kind(def: &stencil::compile::CompiledDefinition, kind: &str) -> 
             .crd
             .as_ref()
             .is_some_and(|c| c.names.plural == kind || c.names.short_names.iter().any(|s| s == kind))
-        || kind.eq_ignore_ascii_case(&stencil::scaffold::plural(own))
+        || kind.eq_ignore_ascii_case(&super::scaffold::plural(own))
 }
 
 /// `stencil render --from-cluster`: the parent, its children (by the parent-UID label)

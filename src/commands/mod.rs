@@ -1,7 +1,8 @@
 //! The subcommands other than `run` (`validate`, `render`, `test`, `crd`, `rbac`,
 //! `schema`, `argocd`, `new`, `diff`, `convert`): each reads its inputs (files, or the cluster for
-//! `diff` and `render --from-cluster`, which never write), calls the library, prints,
-//! and returns the exit code.
+//! `diff` and `render --from-cluster`, which never write), calls the library or the
+//! commands' own modules (the golden runner, scaffolding, RBAC derivation, Argo CD
+//! health), prints, and returns the exit code.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,12 +11,17 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::cli::{ConvertArgs, Format, NewArgs, RbacArgs, RbacFormat, RenderArgs, Scope};
+use golden::Outcome;
 use stencil::definition::CrdScope;
-use stencil::golden::{self, Outcome};
+use stencil::offline::{self, Admission};
 use stencil::source::files;
 use stencil::{crd, yaml};
 
+mod argocd;
 mod cluster;
+mod golden;
+mod rbac;
+mod scaffold;
 pub use cluster::diff;
 
 /// Exit code for a failed check (validation errors, failed golden cases).
@@ -66,8 +72,9 @@ pub fn render(args: &RenderArgs) -> Result<ExitCode> {
             for path in &args.lookups {
                 lookup_objects.extend(read_yaml_stream(path)?);
             }
-            let observed = golden::split_observed(observed, &parent);
-            golden::render_offline(def, &loaded.definitions, &parent, &observed, &lookup_objects)?
+            let observed = offline::split_observed(observed, &parent);
+            let scopes = stencil::compile::scopes(&loaded.definitions);
+            offline::render_offline(def, &scopes, &parent, &observed, &lookup_objects, Admission::Admit)?
         }
         (None, None) => bail!("give --parent FILE or --from-cluster KIND/NAME"),
     };
@@ -140,7 +147,7 @@ pub fn schema() -> Result<ExitCode> {
 }
 
 pub fn new(args: &NewArgs) -> Result<ExitCode> {
-    let request = stencil::scaffold::Request {
+    let request = scaffold::Request {
         kind: args.kind.clone(),
         group: args.group.clone(),
         version: args.version.clone(),
@@ -149,7 +156,7 @@ pub fn new(args: &NewArgs) -> Result<ExitCode> {
             Scope::Cluster => CrdScope::Cluster,
         },
     };
-    let files = stencil::scaffold::scaffold(&request)?;
+    let files = scaffold::scaffold(&request)?;
     let taken: Vec<String> = files
         .iter()
         .map(|f| args.dir.join(&f.path))
@@ -176,10 +183,7 @@ pub fn new(args: &NewArgs) -> Result<ExitCode> {
 pub fn argocd(definitions: &[PathBuf]) -> Result<ExitCode> {
     let loaded = load_valid(definitions)?;
     println!("# Add to the data of the argocd-cm ConfigMap (or the Argo CD chart's configs.cm):");
-    print!(
-        "{}",
-        yaml::to_string(&stencil::argocd::customizations(&loaded.definitions))?
-    );
+    print!("{}", yaml::to_string(&argocd::customizations(&loaded.definitions))?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -250,14 +254,14 @@ pub fn crd(definitions: &[PathBuf]) -> Result<ExitCode> {
 
 pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
     let loaded = load_valid(&args.definitions)?;
-    let options = stencil::rbac::Options {
+    let options = rbac::Options {
         namespaces: args.namespaces.clone(),
         leader_election: args.leader_elect,
         cluster_definitions: !args.no_cluster_definitions,
         name: args.name.clone(),
     };
     let scopes = stencil::compile::scopes(&loaded.definitions);
-    let needs = stencil::rbac::needs(&loaded.definitions, &scopes, &options);
+    let needs = rbac::needs(&loaded.definitions, &scopes, &options);
     // What an admin must add by hand is said on stderr and, so it travels with the
     // manifests, as comments at their top.
     for note in &needs.notes {
@@ -272,12 +276,12 @@ pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
         print!("{}", yaml::to_string(&values)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut objects = stencil::rbac::manifests(&needs, &options);
+    let mut objects = rbac::manifests(&needs, &options);
     if let Some(sa) = &args.service_account {
         let (ns, name) = sa
             .split_once('/')
             .with_context(|| format!("--service-account `{sa}` must be written namespace/name"))?;
-        objects.extend(stencil::rbac::bindings(&objects, ns, name));
+        objects.extend(rbac::bindings(&objects, ns, name));
     }
     print!("{}", yaml::to_stream(&objects)?);
     Ok(ExitCode::SUCCESS)

@@ -14,11 +14,11 @@ use serde_json::Value;
 
 use crate::compile::CompiledDefinition;
 use crate::discovery::{self, DiscoveryError, Resolved};
-use crate::golden::{self, Observed};
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
 use crate::object_key::ObjectKey;
-use crate::render::{self, RenderFailure, RenderInput, RenderOutput, Target};
+use crate::offline::{Admission, Observed, render_offline, split_observed};
+use crate::render::{self, RenderFailure, RenderOutput, Target};
 
 /// Why the cluster could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -244,8 +244,8 @@ impl Snapshot {
                 }
             }
         }
-        let mut observed = golden::split_observed(children, &parent);
-        let out = match render_with(def, &parent, &observed, &lookups, &kinds.scopes) {
+        let mut observed = split_observed(children, &parent);
+        let out = match render_offline(def, &kinds.scopes, &parent, &observed, &lookups, Admission::AsStored) {
             Ok(out) => out,
             Err(f) => return Ok(Err(f)),
         };
@@ -277,40 +277,13 @@ impl Snapshot {
 
     /// Renders the parent as the controller would from this snapshot.
     pub fn render(&self, def: &CompiledDefinition, scopes: &Scopes) -> Result<RenderOutput, RenderFailure> {
-        let mut out = render_with(def, &self.parent, &self.observed, &self.lookups, scopes)?;
-        let uid = self
-            .parent
-            .pointer("/metadata/uid")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        crate::ownership::settle(
-            &mut out,
-            &self.observed.existing,
-            uid,
-            &def.name,
-            def.spec.is_decorator(),
-        );
-        Ok(out)
-    }
-}
-
-fn render_with(
-    def: &CompiledDefinition,
-    parent: &Value,
-    observed: &Observed,
-    lookup_objects: &[Value],
-    scopes: &Scopes,
-) -> Result<RenderOutput, RenderFailure> {
-    let requests = render::lookup_requests(def, parent, scopes)?;
-    let lookups = render::match_lookups(&requests, lookup_objects);
-    render::render(
-        def,
-        RenderInput {
-            parent,
-            observed: &observed.children,
-            lookups: &lookups,
+        render_offline(
+            def,
             scopes,
-            served: &[],
-        },
-    )
+            &self.parent,
+            &self.observed,
+            &self.lookups,
+            Admission::AsStored,
+        )
+    }
 }

@@ -106,7 +106,7 @@ impl ReconcileError {
                         "read" => "get",
                         _ => "patch",
                     };
-                    crate::rbac::missing_rule(&d.group, &d.kind, verb)
+                    crate::gvk::missing_rule(&d.group, &d.kind, verb)
                 })
                 .unwrap_or_default();
             format!(

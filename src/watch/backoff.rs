@@ -78,7 +78,7 @@ pub(super) fn describe(e: &watcher::Error, ar: &kube::core::ApiResource) -> Watc
             message: format!(
                 "forbidden to list and watch {}: add the rule {}",
                 ar.plural,
-                crate::rbac::missing_rule(&ar.group, &ar.plural, "list, watch")
+                crate::gvk::missing_rule(&ar.group, &ar.plural, "list, watch")
             ),
         },
         _ => WatchFailure {

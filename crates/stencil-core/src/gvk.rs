@@ -131,6 +131,12 @@ impl Scopes {
     }
 }
 
+/// The RBAC rule, as text, that allows `verb` on `resource` of `group`: what a forbidden
+/// request names on a status, and what `stencil rbac` tells an admin to grant.
+pub fn missing_rule(group: &str, resource: &str, verb: &str) -> String {
+    format!("apiGroups: [\"{group}\"], resources: [\"{resource}\"], verbs: [\"{verb}\"]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@ pub mod immutable;
 pub mod json_schema;
 pub mod labels;
 pub mod object_key;
+pub mod offline;
 pub mod ownership;
 pub mod quantity;
 pub mod readiness;

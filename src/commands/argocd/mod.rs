@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::compile::CompiledDefinition;
+use stencil::compile::CompiledDefinition;
 
 /// The Lua health check: Stalled is Degraded, Ready is Healthy, a Conflict is Degraded,
 /// anything else Progressing.
-pub const HEALTH_LUA: &str = include_str!("../../charts/stencil/files/argocd-health.lua");
+pub const HEALTH_LUA: &str = include_str!("../../../charts/stencil/files/argocd-health.lua");
 
 /// The `argocd-cm` data key for a kind's health check: `resource.customizations.health.<group>_<Kind>`
 /// (core kinds have an empty group).

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 
-use crate::compile::CompiledDefinition;
-use crate::gvk::{Gvk, Scopes};
+use stencil::compile::CompiledDefinition;
+use stencil::gvk::{Gvk, Scopes};
 
 mod grants;
 
@@ -71,16 +71,6 @@ impl RuleSet {
     /// True when no rule is granted.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
-    }
-
-    /// Whether the set allows `verb` on `group/resource` for an object named `name`.
-    pub fn allows(&self, group: &str, resource: &str, verb: &str, name: Option<&str>) -> bool {
-        self.rules.iter().any(|((g, r, names), verbs)| {
-            g == group
-                && r == resource
-                && verbs.contains(verb)
-                && (names.is_empty() || name.is_some_and(|n| names.iter().any(|x| x == n)))
-        })
     }
 
     /// The rules as Kubernetes PolicyRules, sorted.
@@ -277,11 +267,6 @@ pub fn bindings(roles: &[Value], namespace: &str, name: &str) -> Vec<Value> {
             binding
         })
         .collect()
-}
-
-/// The rule to add for a forbidden request, as text for a status message.
-pub fn missing_rule(group: &str, resource: &str, verb: &str) -> String {
-    format!("apiGroups: [\"{group}\"], resources: [\"{resource}\"], verbs: [\"{verb}\"]")
 }
 
 #[cfg(test)]

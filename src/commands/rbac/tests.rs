@@ -1,5 +1,17 @@
 use super::*;
-use crate::compile::compile_file;
+use stencil::compile::compile_file;
+
+impl RuleSet {
+    /// Whether the set allows `verb` on `group/resource` for an object named `name`.
+    fn allows(&self, group: &str, resource: &str, verb: &str, name: Option<&str>) -> bool {
+        self.rules.iter().any(|((g, r, names), verbs)| {
+            g == group
+                && r == resource
+                && verbs.contains(verb)
+                && (names.is_empty() || name.is_some_and(|n| names.iter().any(|x| x == n)))
+        })
+    }
+}
 
 fn bundled() -> Vec<CompiledDefinition> {
     let mut defs = Vec::new();
@@ -26,13 +38,13 @@ fn the_chart_ships_the_bundled_operators_rules() {
         name: "stencil".into(),
         ..Options::default()
     };
-    let n = needs(&defs, &crate::compile::scopes(&defs), &options);
-    let generated = crate::yaml::to_string(&json!({"rbac": {
+    let n = needs(&defs, &stencil::compile::scopes(&defs), &options);
+    let generated = stencil::yaml::to_string(&json!({"rbac": {
         "clusterRules": n.cluster.policy_rules(),
         "namespacedRules": n.namespaced.policy_rules(),
     }}))
     .unwrap();
-    let shipped = include_str!("../../charts/stencil/files/bundled-rbac.yaml");
+    let shipped = include_str!("../../../charts/stencil/files/bundled-rbac.yaml");
     assert!(
         shipped == generated,
         "charts/stencil/files/bundled-rbac.yaml is stale; run `make chart`"
@@ -52,7 +64,7 @@ fn plurals_follow_the_rest_mapper() {
 #[test]
 fn the_bundled_operators_need_exactly_these_verbs() {
     let defs = bundled();
-    let scopes = crate::compile::scopes(&defs);
+    let scopes = stencil::compile::scopes(&defs);
     let options = Options {
         cluster_definitions: true,
         name: "stencil".into(),
@@ -94,7 +106,7 @@ fn the_bundled_operators_need_exactly_these_verbs() {
 #[test]
 fn namespaces_move_namespaced_kinds_into_roles() {
     let defs = bundled();
-    let scopes = crate::compile::scopes(&defs);
+    let scopes = stencil::compile::scopes(&defs);
     let options = Options {
         namespaces: vec!["a".into(), "b".into()],
         leader_election: true,
@@ -116,7 +128,7 @@ fn namespaces_move_namespaced_kinds_into_roles() {
 #[test]
 fn one_namespace_is_watched_there_alone() {
     let defs = bundled();
-    let scopes = crate::compile::scopes(&defs);
+    let scopes = stencil::compile::scopes(&defs);
     let options = Options {
         namespaces: vec!["a".into()],
         name: "stencil".into(),
@@ -133,7 +145,7 @@ fn a_decorator_only_reads_the_kind_it_decorates() {
         .into_iter()
         .filter(|d| d.name.starts_with("service-per-pod"))
         .collect();
-    let n = needs(&defs, &crate::compile::scopes(&defs), &Options::default());
+    let n = needs(&defs, &stencil::compile::scopes(&defs), &Options::default());
     let rules = n.cluster.policy_rules();
     let on = |group: &str, resource: &str| -> Vec<String> {
         rules

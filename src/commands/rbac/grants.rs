@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::compile::CompiledDefinition;
+use stencil::compile::CompiledDefinition;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// What a template expression becomes when a rules block is read without rendering it.
@@ -54,7 +54,7 @@ pub fn rbac_children(def: &CompiledDefinition) -> (Vec<Grant>, Vec<String>) {
                         None => notes.push(format!(
                             "{at}: the rules and the name of its {} are templated, so Stencil cannot hold them in advance; write the rules literally, or have an admin grant {}",
                             gvk.kind,
-                            super::missing_rule(RBAC_GROUP, resource, "escalate")
+                            stencil::gvk::missing_rule(RBAC_GROUP, resource, "escalate")
                         )),
                     },
                 },
@@ -73,7 +73,7 @@ pub fn rbac_children(def: &CompiledDefinition) -> (Vec<Grant>, Vec<String>) {
                             }),
                             _ => notes.push(format!(
                                 "{at}: its roleRef is templated; Stencil binds this definition's own literal roles with the permissions it holds, and any other role only if an admin grants {}",
-                                super::missing_rule(RBAC_GROUP, if kind.is_some() { resource } else { "roles, clusterroles" }, "bind")
+                                stencil::gvk::missing_rule(RBAC_GROUP, if kind.is_some() { resource } else { "roles, clusterroles" }, "bind")
                             )),
                         }
                     }
@@ -111,7 +111,7 @@ fn literal_rules(template: &str) -> Option<Vec<Grant>> {
         return None;
     }
     let text = replace_expressions(&text)?;
-    let rules: Vec<Value> = match crate::yaml::document(&text).ok()? {
+    let rules: Vec<Value> = match stencil::yaml::document(&text).ok()? {
         Value::Array(rules) => rules,
         _ => return None,
     };
@@ -213,7 +213,7 @@ mod tests {
         let text = format!(
             "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: apps.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: App\n  children:\n{children}"
         );
-        let (mut defs, diags) = crate::compile::compile_file("a.yaml", &text);
+        let (mut defs, diags) = stencil::compile::compile_file("a.yaml", &text);
         assert!(diags.0.is_empty(), "{diags}");
         defs.remove(0)
     }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::definition::CrdScope;
+use stencil::definition::CrdScope;
 
 /// What `stencil new` was asked for.
 #[derive(Debug, Clone)]
@@ -74,7 +74,7 @@ fn is_version(v: &str) -> bool {
 }
 
 fn is_group(g: &str) -> bool {
-    g.contains('.') && g.split('.').all(crate::compile::is_dns_label)
+    g.contains('.') && g.split('.').all(stencil::compile::is_dns_label)
 }
 
 /// The files of a new definition for `request`.
@@ -85,7 +85,7 @@ pub fn scaffold(request: &Request) -> Result<Vec<File>, ScaffoldError> {
         version,
         scope,
     } = request;
-    if !crate::compile::is_kind(kind) {
+    if !stencil::compile::is_kind(kind) {
         return Err(ScaffoldError::Kind(kind.clone()));
     }
     if !is_group(group) {
@@ -229,7 +229,7 @@ spec:
         },
         File {
             path: SCHEMA_FILE.into(),
-            text: format!("{:#}\n", crate::json_schema::definition_schema()),
+            text: format!("{:#}\n", stencil::json_schema::definition_schema()),
         },
     ])
 }
@@ -284,13 +284,13 @@ mod tests {
     fn both_scopes_compile_and_render_the_example() {
         for scope in [CrdScope::Namespaced, CrdScope::Cluster] {
             let files = scaffold(&request("Database", scope)).unwrap();
-            let (defs, diags) = crate::compile::compile_file("databases.yaml", &files[0].text);
+            let (defs, diags) = stencil::compile::compile_file("databases.yaml", &files[0].text);
             assert!(diags.0.is_empty(), "{scope:?}: {diags}");
-            let parent: serde_json::Value = crate::yaml::document(&files[1].text).unwrap();
-            let scopes = crate::compile::scopes(&defs);
-            let out = crate::render::render(
+            let parent: serde_json::Value = stencil::yaml::document(&files[1].text).unwrap();
+            let scopes = stencil::compile::scopes(&defs);
+            let out = stencil::render::render(
                 &defs[0],
-                crate::render::RenderInput {
+                stencil::render::RenderInput {
                     parent: &parent,
                     observed: &Default::default(),
                     lookups: &Default::default(),
@@ -301,7 +301,7 @@ mod tests {
             .unwrap();
             assert_eq!(out.children.len(), 1, "{scope:?}");
             assert_eq!(out.children[0].object["metadata"]["namespace"], "default", "{scope:?}");
-            assert!(crate::crd::parent_crd(&defs[0], None).unwrap().is_some());
+            assert!(stencil::crd::parent_crd(&defs[0], None).unwrap().is_some());
         }
     }
 }

@@ -73,14 +73,15 @@ fn no_status_or_an_old_one_is_progressing() {
 
 #[test]
 fn the_statuses_stencil_renders_read_as_they_should() {
-    let failure = crate::render::failure_status(&parent(Value::Null), &crate::render::RenderFailure(Vec::new()), &[]);
+    let failure =
+        stencil::render::failure_status(&parent(Value::Null), &stencil::render::RenderFailure(Vec::new()), &[]);
     let p = json!({"metadata": {"generation": 2}, "status": failure});
     assert_eq!(health(&p).0, "Degraded", "{p}");
 }
 
 #[test]
 fn every_parent_kind_gets_one_entry() {
-    let (defs, diags) = crate::compile::compile_file("db.yaml", include_str!("../../operators/database.yaml"));
+    let (defs, diags) = stencil::compile::compile_file("db.yaml", include_str!("../../../operators/database.yaml"));
     assert!(diags.0.is_empty(), "{diags}");
     let entries = customizations(&defs);
     assert_eq!(
