@@ -1,8 +1,9 @@
-//! Resolves a group/version/kind to the API resource the server serves, with its scope.
+//! Resolves a group/version/kind to the API resource the server serves, with its scope,
+//! and gives the one way to reach objects of a resolved kind ([`api`]).
 
-use kube::Client;
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::{Scope, pinned_kind};
+use kube::{Api, Client};
 
 use crate::gvk::Gvk;
 
@@ -24,6 +25,15 @@ pub struct Resolved {
     pub resource: ApiResource,
     /// Whether objects live in namespaces.
     pub namespaced: bool,
+}
+
+/// The API of `resource` in `namespace`, or across the cluster (a cluster-scoped kind,
+/// or every namespace) without one.
+pub fn api(client: &Client, namespace: Option<&str>, resource: &ApiResource) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
 }
 
 /// Asks the API server for one kind.

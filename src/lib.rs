@@ -8,7 +8,8 @@
 //!   golden runner, scaffolding, RBAC derivation and Argo CD health; they build on both.
 //!   The live reads behind `stencil diff` are here, on the cluster side (`live`).
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub use stencil_core::{
     applied, compile, conditions, convert, definition, gvk, immutable, json_schema, labels, object_key, offline,

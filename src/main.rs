@@ -115,6 +115,7 @@ async fn serve(args: RunArgs) -> Result<()> {
         sync_timeout: args.sync_timeout,
         webhook,
         storage_migration: args.storage_migration,
+        instance: std::env::var("POD_NAME").ok(),
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

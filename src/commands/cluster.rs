@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::FAILED;
 use crate::cli::{DiffArgs, DiffFormat};
-use stencil::crd::Verdict;
+use stencil::crd::CrdVerdict;
 use stencil::live;
 
 /// Runs a future on a runtime of its own: the offline commands that read the cluster
@@ -96,7 +96,7 @@ pub fn diff(args: &DiffArgs) -> ExitCode {
                     print!("{}", live::diff::text(&diffs));
                 }
             }
-            let crd_changes = crd.as_ref().is_some_and(|c| c.verdict != Verdict::Unchanged);
+            let crd_changes = crd.as_ref().is_some_and(|c| c.verdict != CrdVerdict::Unchanged);
             if summary.errors > 0 {
                 ExitCode::from(DIFF_ERROR)
             } else if summary.changes() || crd_changes {
@@ -120,7 +120,7 @@ const DIFF_ERROR: u8 = 2;
 struct CrdDiff {
     name: String,
     #[serde(serialize_with = "verdict_word")]
-    verdict: Verdict,
+    verdict: CrdVerdict,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     breaking: Vec<String>,
     /// Versions objects are still stored at, which `stencil run` would migrate.
@@ -128,12 +128,12 @@ struct CrdDiff {
     migration: Vec<String>,
 }
 
-fn verdict_word<S: serde::Serializer>(v: &Verdict, s: S) -> Result<S::Ok, S::Error> {
+fn verdict_word<S: serde::Serializer>(v: &CrdVerdict, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(match v {
-        Verdict::Unchanged => "unchanged",
-        Verdict::Create => "create",
-        Verdict::Update => "update",
-        Verdict::Breaking(_) => "breaking",
+        CrdVerdict::Unchanged => "unchanged",
+        CrdVerdict::Create => "create",
+        CrdVerdict::Update => "update",
+        CrdVerdict::Breaking(_) => "breaking",
     })
 }
 
@@ -151,10 +151,10 @@ impl CrdDiff {
 
     fn verdict_line(&self) -> String {
         match &self.verdict {
-            Verdict::Unchanged => format!("CRD {}: unchanged", self.name),
-            Verdict::Create => format!("CRD {}: would be created", self.name),
-            Verdict::Update => format!("CRD {}: would be updated; nothing stored can be lost", self.name),
-            Verdict::Breaking(changes) => format!(
+            CrdVerdict::Unchanged => format!("CRD {}: unchanged", self.name),
+            CrdVerdict::Create => format!("CRD {}: would be created", self.name),
+            CrdVerdict::Update => format!("CRD {}: would be updated; nothing stored can be lost", self.name),
+            CrdVerdict::Breaking(changes) => format!(
                 "CRD {}: BREAKING, `stencil run` refuses it unless the definition has {}: \"true\":\n  {}",
                 self.name,
                 stencil::labels::ALLOW_BREAKING_CHANGES,
@@ -193,7 +193,7 @@ async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinit
         name,
         migration,
         breaking: match &verdict {
-            Verdict::Breaking(c) => c.clone(),
+            CrdVerdict::Breaking(c) => c.clone(),
             _ => Vec::new(),
         },
         verdict,
@@ -205,7 +205,7 @@ async fn diff_parents(args: &DiffArgs) -> Result<(Option<CrdDiff>, Vec<live::dif
     let def = &def;
     let client = kube::Client::try_default().await.context("connecting to the cluster")?;
     let crd = crd_diff(&client, def).await?;
-    if crd.as_ref().is_some_and(|c| c.verdict == Verdict::Create) {
+    if crd.as_ref().is_some_and(|c| c.verdict == CrdVerdict::Create) {
         // A new kind has no parents yet.
         return Ok((crd, Vec::new()));
     }

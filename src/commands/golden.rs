@@ -10,13 +10,14 @@
 //! observed: [...]                             # objects carrying stencil.dev/child
 //! lookups: [...]
 //! convertTo: v1alpha1                         # instead: the parent converted, and back
+//! seed: 7                                     # random_password draws reproducibly
 //! ```
 //!
 //! A case with `convertTo` expects `{converted: ...}`, the parent at that version, and
 //! fails when converting it back loses a field.
 //!
 //! In an expected file the string `<any>` matches any value, for output that is random
-//! by design (`random_password`).
+//! by design (`random_password` without `seed`).
 
 use std::path::{Path, PathBuf};
 
@@ -95,6 +96,9 @@ struct Case {
     lookups: Vec<Value>,
     #[serde(default)]
     convert_to: Option<String>,
+    /// Seeds `random_password`, so its output can be expected as it is.
+    #[serde(default)]
+    seed: Option<u64>,
 }
 
 /// The outcome of one case.
@@ -199,7 +203,10 @@ pub fn render_case(case_path: &Path) -> Result<Value, CaseError> {
     }
     let observed = split_observed(case.observed, &parent);
     let scopes = stencil::compile::scopes(&loaded.definitions);
-    Ok(render_offline(def, &scopes, &parent, &observed, &case.lookups, Admission::Admit)?.to_json())
+    let out = stencil::compile::templates::seeded(case.seed, || {
+        render_offline(def, &scopes, &parent, &observed, &case.lookups, Admission::Admit)
+    })?;
+    Ok(out.to_json())
 }
 
 /// `object` converted to `version`, and the fields that converting it back to its own

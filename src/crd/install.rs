@@ -4,7 +4,7 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-use super::{CrdError, Verdict, Webhook, child_kinds, crd_name, is_ours, verdict};
+use super::{CrdError, CrdVerdict, Webhook, child_kinds, crd_name, is_ours, verdict};
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
@@ -112,15 +112,15 @@ pub async fn install(
         return Ok(kinds);
     };
     match verdict {
-        Verdict::Unchanged => {}
-        Verdict::Breaking(changes) if !def.allow_breaking_changes => {
+        CrdVerdict::Unchanged => {}
+        CrdVerdict::Breaking(changes) if !def.allow_breaking_changes => {
             return Err(InstallError::Breaking {
                 name,
                 changes,
                 location: def.crd_location(),
             });
         }
-        Verdict::Create | Verdict::Update | Verdict::Breaking(_) => {
+        CrdVerdict::Create | CrdVerdict::Update | CrdVerdict::Breaking(_) => {
             let params = PatchParams::apply(labels::FIELD_MANAGER).force();
             api.patch(&name, &params, &Patch::Apply(&desired))
                 .await

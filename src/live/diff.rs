@@ -3,7 +3,7 @@
 //! admission and schema validation run as they would for real, and nothing is written.
 
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ use crate::definition::UpdatePolicy;
 use crate::immutable;
 use crate::labels;
 use crate::object_key::ObjectKey;
-use crate::ownership::{self, Verdict};
+use crate::ownership::{self, OwnershipVerdict};
 use crate::render::DesiredChild;
 
 /// What the new definition would do to one child.
@@ -324,7 +324,7 @@ async fn child(
         // Not ours: a conflict (reported with the render) or an adoption.
         return Ok(
             match ownership::judge(live, uid, definition, decorator, desired.adopt) {
-                Verdict::Adopt => Some(Change::Adopted { object }),
+                OwnershipVerdict::Adopt => Some(Change::Adopted { object }),
                 _ => None,
             },
         );
@@ -350,10 +350,11 @@ async fn child(
     let Some(resolved) = kinds.kind(&gvk) else {
         return Err(format!("{object}: the API server does not serve {gvk}"));
     };
-    let api: Api<kube::api::DynamicObject> = match key.namespace.as_deref().filter(|_| resolved.namespaced) {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resolved.resource),
-        None => Api::all_with(client.clone(), &resolved.resource),
-    };
+    let api = crate::discovery::api(
+        client,
+        key.namespace.as_deref().filter(|_| resolved.namespaced),
+        &resolved.resource,
+    );
     let params = PatchParams::apply(labels::FIELD_MANAGER).force().dry_run();
     match api.patch(&key.name, &params, &Patch::Apply(&applied)).await {
         Ok(result) => {

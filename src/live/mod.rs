@@ -79,10 +79,7 @@ impl Kinds {
     }
 
     fn api(&self, client: &Client, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
-        match namespace.filter(|_| resolved.namespaced) {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &resolved.resource),
-            None => Api::all_with(client.clone(), &resolved.resource),
-        }
+        discovery::api(client, namespace.filter(|_| resolved.namespaced), &resolved.resource)
     }
 
     /// The parent kind's API, in `namespace` when given.

@@ -77,10 +77,7 @@ pub(super) async fn run(
                 continue;
             }
             let name = obj.metadata.name.clone().unwrap_or_default();
-            let scoped: Api<DynamicObject> = match &obj.metadata.namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &target.resource),
-                None => Api::all_with(client.clone(), &target.resource),
-            };
+            let scoped = crate::discovery::api(client, obj.metadata.namespace.as_deref(), &target.resource);
             match scoped.replace(&name, &PostParams::default(), obj).await {
                 Ok(_) => rewritten += 1,
                 // A conflict means someone wrote it since the list: it is stored anew.

@@ -12,13 +12,14 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use super::context::describe;
-use super::{Context, ReconcileError, to_json};
+use super::{Context, Operation, ReconcileError};
 use crate::applied;
 use crate::definition::UpdatePolicy;
 use crate::immutable;
 use crate::labels;
 use crate::metrics;
-use crate::ownership::{self, Verdict};
+use crate::object_key::to_json;
+use crate::ownership::{self, OwnershipVerdict};
 use crate::render::DesiredChild;
 
 /// An impossible resourceVersion: server-side apply with it creates an absent object and
@@ -68,14 +69,12 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mut oref = ObjectRef::new_with(name, ar.clone());
-    let api = match obj.pointer("/metadata/namespace").and_then(Value::as_str) {
-        Some(ns) => {
-            oref = oref.within(ns);
-            Api::namespaced_with(ctx.client.clone(), ns, ar)
-        }
-        None => Api::all_with(ctx.client.clone(), ar),
-    };
-    let live = watch.store.get(&oref).map(|o| to_json(&o));
+    let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str);
+    if let Some(ns) = namespace {
+        oref = oref.within(ns);
+    }
+    let api = crate::discovery::api(&ctx.client, namespace, ar);
+    let live = watch.get(&oref).map(|o| to_json(&o));
     Ok(Located {
         api,
         name: oref.name,
@@ -109,7 +108,7 @@ pub(super) async fn child(
     let (desired, hash) = applied::with_hash(child.object.clone());
     let Located { api, name, live } = locate(ctx, &desired)?;
     let what = describe(&desired);
-    let kube_err = |action: &'static str| {
+    let kube_err = |action: Operation| {
         let object = what.clone();
         move |source| ReconcileError::Kube { action, object, source }
     };
@@ -123,7 +122,7 @@ pub(super) async fn child(
                 count(ctx, &desired, "error");
                 ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
                     .await;
-                return Err(kube_err("read")(e));
+                return Err(kube_err(Operation::Read)(e));
             }
         },
     };
@@ -135,9 +134,9 @@ pub(super) async fn child(
         ctx.def.spec.is_decorator(),
         child.adopt,
     ) {
-        Verdict::Conflict(message) => return Ok(Applied::Conflict(message)),
-        Verdict::Adopt => true,
-        Verdict::Absent | Verdict::Ours => false,
+        OwnershipVerdict::Conflict(message) => return Ok(Applied::Conflict(message)),
+        OwnershipVerdict::Adopt => true,
+        OwnershipVerdict::Absent | OwnershipVerdict::Ours => false,
     };
     if adopting {
         let params = PatchParams::apply(labels::FIELD_MANAGER).force();
@@ -151,7 +150,7 @@ pub(super) async fn child(
         {
             // Replaced since it was judged: judged again on the next pass.
             Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Soon),
-            other => other.map_err(kube_err("adopt"))?,
+            other => other.map_err(kube_err(Operation::Adopt))?,
         };
         count(ctx, &desired, "adopted");
         ctx.event(
@@ -176,7 +175,7 @@ pub(super) async fn child(
         if child.update_policy == UpdatePolicy::Recreate && !same_hash {
             return recreate(ctx, parent, &api, &name, live, &desired)
                 .await
-                .map_err(kube_err("delete"));
+                .map_err(kube_err(Operation::Delete));
         }
     }
 
@@ -220,7 +219,7 @@ pub(super) async fn child(
             if child.update_policy == UpdatePolicy::Recreate {
                 return recreate(ctx, parent, &api, &name, live, &desired)
                     .await
-                    .map_err(kube_err("delete"));
+                    .map_err(kube_err(Operation::Delete));
             }
             count(ctx, &desired, "immutable");
             let fields = immutable::refusal(&status).unwrap_or_default();
@@ -234,7 +233,7 @@ pub(super) async fn child(
             count(ctx, &desired, "error");
             ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
                 .await;
-            Err(kube_err("apply")(e))
+            Err(kube_err(Operation::Apply)(e))
         }
     }
 }

@@ -23,9 +23,7 @@ use kube::runtime::controller::Action;
 /// recreated meanwhile under the same name has another UID.
 pub(super) fn is_gone(ctx: &Context, parent: &DynamicObject) -> bool {
     let key = ObjectRef::from_obj_with(parent, ctx.parents.resolved.resource.clone());
-    ctx.parents
-        .store
-        .get(&key)
+    ctx.parent(&key)
         .is_none_or(|live| live.metadata.uid != parent.metadata.uid)
 }
 
@@ -101,7 +99,7 @@ pub async fn strays(ctx: &Context) {
     if !ctx.def.spec.is_decorator() || ctx.problem().is_some() {
         return;
     }
-    let live: std::collections::HashSet<String> = ctx.parents.store.state().iter().filter_map(|p| p.uid()).collect();
+    let live: std::collections::HashSet<String> = ctx.parents_now().iter().filter_map(|p| p.uid()).collect();
     for uid in ctx.parents_named() {
         if live.contains(&uid) {
             continue;

@@ -2,9 +2,8 @@
 //! backoff counts, when each pending request arrived, and who reads which lookup. Each
 //! is forgotten with its parent, so the state stays bounded by the parents that exist.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Api, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -12,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource as _};
 use serde_json::Value;
 
-use super::readers::{Readers, Selection};
+use super::ledger::Ledger;
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
@@ -46,27 +45,8 @@ pub struct Context {
     pub served: Vec<String>,
     /// Event recorder.
     pub recorder: Recorder,
-    pub(super) failures: Mutex<HashMap<ParentRef, u32>>,
-    /// The requests the API server refused, by parent, with what is needed: one parent's
-    /// success does not clear another's refusal.
-    pub(super) forbidden: Mutex<HashMap<ParentRef, String>>,
-    /// When the oldest unserved reconcile request of each parent arrived.
-    pub(super) pending: Mutex<HashMap<ParentRef, Instant>>,
-    /// The end of each deleted parent's finalize step (its `Finalized` condition), kept
-    /// here too: a parent whose status cannot be written (a CRD without a status
-    /// subresource) would otherwise run the step again on every pass.
-    pub(super) finalized: Mutex<HashMap<ParentRef, serde_json::Value>>,
-    pub(super) readers: Mutex<Readers>,
-    /// The selections each parent's selector lookups read.
-    pub(super) selections: Mutex<Readers<Selection>>,
-    /// Objects each parent would write but another holds: their going wakes the parent.
-    pub(super) waiting: Mutex<Readers>,
-    /// The last conflict each parent reported, so its event is published once.
-    pub(super) conflicts: Mutex<HashMap<ParentRef, String>>,
-    /// A decorator's last word on each parent it decorates: `None` when every child is
-    /// ready, else the reason and message a composite parent's `Ready` would carry. The
-    /// definition's status counts them, since a decorator never writes its parent.
-    pub(super) outcomes: Mutex<HashMap<ParentRef, Option<(String, String)>>>,
+    /// Everything kept about each parent between passes.
+    pub(super) ledger: Mutex<Ledger>,
     /// The `stencil.dev/definition` label of this definition's children.
     definition_label: String,
 }
@@ -103,7 +83,7 @@ impl Context {
             client.clone(),
             Reporter {
                 controller: labels::FIELD_MANAGER.into(),
-                instance: std::env::var("POD_NAME").ok(),
+                instance: None,
             },
         );
         Context {
@@ -115,15 +95,7 @@ impl Context {
             scopes: Arc::new(scopes),
             served: Vec::new(),
             recorder,
-            failures: Mutex::new(HashMap::new()),
-            forbidden: Mutex::new(HashMap::new()),
-            pending: Mutex::new(HashMap::new()),
-            finalized: Mutex::new(HashMap::new()),
-            readers: Mutex::new(Readers::default()),
-            selections: Mutex::new(Readers::default()),
-            waiting: Mutex::new(Readers::default()),
-            conflicts: Mutex::new(HashMap::new()),
-            outcomes: Mutex::new(HashMap::new()),
+            ledger: Mutex::new(Ledger::default()),
             definition_label: crate::labels::label_value(&def.name),
             def,
         }
@@ -133,6 +105,18 @@ impl Context {
     pub fn serving(self, namespaces: &[String]) -> Self {
         Context {
             served: namespaces.to_vec(),
+            ..self
+        }
+    }
+
+    /// This context with its events reported as coming from `instance` (the Pod's name).
+    pub fn reporting_as(self, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: labels::FIELD_MANAGER.into(),
+            instance,
+        };
+        Context {
+            recorder: Recorder::new(self.client.clone(), reporter),
             ..self
         }
     }
@@ -149,10 +133,10 @@ impl Context {
     /// or a refused request.
     pub fn problem(&self) -> Option<String> {
         self.watched().filter_map(SharedWatch::error).next().or_else(|| {
-            let forbidden = self.forbidden.lock().expect("forbidden lock");
-            let first = forbidden.values().min()?;
-            Some(match forbidden.len() {
-                1 => first.clone(),
+            let ledger = self.ledger();
+            let (first, n) = ledger.refusals()?;
+            Some(match n {
+                1 => first.to_string(),
                 n => format!("{first} (and {} more parents)", n - 1),
             })
         })
@@ -161,34 +145,27 @@ impl Context {
     /// Drops the state of every parent that is no longer in the store: a deletion that
     /// happened while the watch was relisting is never reported one by one.
     pub fn sweep(&self) {
-        let gone = |p: &ParentRef| self.parents.store.get(p).is_none();
-        let stale: Vec<ParentRef> = {
-            let pending = self.pending.lock().expect("pending lock");
-            let failures = self.failures.lock().expect("failures lock");
-            let readers = self.readers.lock().expect("readers lock");
-            let selections = self.selections.lock().expect("selections lock");
-            let waiting = self.waiting.lock().expect("waiting lock");
-            let conflicts = self.conflicts.lock().expect("conflicts lock");
-            let outcomes = self.outcomes.lock().expect("outcomes lock");
-            let forbidden = self.forbidden.lock().expect("forbidden lock");
-            let finalized = self.finalized.lock().expect("finalized lock");
-            pending
-                .keys()
-                .chain(failures.keys())
-                .chain(forbidden.keys())
-                .chain(readers.parents())
-                .chain(selections.parents())
-                .chain(waiting.parents())
-                .chain(conflicts.keys())
-                .chain(outcomes.keys())
-                .chain(finalized.keys())
-                .filter(|p| gone(p))
-                .cloned()
-                .collect()
-        };
-        for p in &stale {
-            self.forget(p);
+        let mut ledger = self.ledger();
+        for parent in ledger.parents() {
+            if self.parent(&parent).is_none() {
+                ledger.forget(&parent);
+            }
         }
+    }
+
+    /// The parent `key` names, as the watch holds it now.
+    pub fn parent(&self, key: &ParentRef) -> Option<Arc<DynamicObject>> {
+        self.parents.get(key)
+    }
+
+    /// Every parent the watch holds now.
+    pub fn parents_now(&self) -> Vec<Arc<DynamicObject>> {
+        self.parents.objects()
+    }
+
+    /// The ledger of this controller's parents, locked.
+    pub(super) fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+        self.ledger.lock().expect("ledger lock")
     }
 
     /// Notes a reconcile request for a parent that exists (for the queue-duration
@@ -199,36 +176,20 @@ impl Context {
             .workqueue_adds_total
             .get_or_create(&metrics::queue(&self.def.name))
             .inc();
-        if self.parents.store.get(parent).is_some() {
-            self.pending
-                .lock()
-                .expect("pending lock")
-                .entry(parent.clone())
-                .or_insert_with(Instant::now);
+        if self.parent(parent).is_some() {
+            self.ledger().requested(parent);
         }
     }
 
     /// How many parents have pending requests, backoff counts and lookup reads (tests).
     #[cfg(test)]
     pub(super) fn tracked(&self) -> (usize, usize, usize) {
-        (
-            self.pending.lock().expect("pending lock").len(),
-            self.failures.lock().expect("failures lock").len(),
-            self.readers.lock().expect("readers lock").parents().count(),
-        )
+        self.ledger().tracked()
     }
 
     /// Drops everything kept about a parent that is gone.
     pub(super) fn forget(&self, parent: &ParentRef) {
-        self.pending.lock().expect("pending lock").remove(parent);
-        self.failures.lock().expect("failures lock").remove(parent);
-        self.readers.lock().expect("readers lock").forget(parent);
-        self.selections.lock().expect("selections lock").forget(parent);
-        self.waiting.lock().expect("waiting lock").forget(parent);
-        self.conflicts.lock().expect("conflicts lock").remove(parent);
-        self.outcomes.lock().expect("outcomes lock").remove(parent);
-        self.forbidden.lock().expect("forbidden lock").remove(parent);
-        self.finalized.lock().expect("finalized lock").remove(parent);
+        self.ledger().forget(parent);
     }
 
     /// Whether this definition decorates `parent` now (always, for a composite one).
@@ -252,10 +213,7 @@ impl Context {
             )),
             None => Some(("Unknown".to_string(), String::new())),
         };
-        self.outcomes
-            .lock()
-            .expect("outcomes lock")
-            .insert(self.parent_ref(parent), outcome);
+        self.ledger().outcome(&self.parent_ref(parent), outcome);
     }
 
     /// A decorator's counts for its definition's status; `None` for a composite one.
@@ -264,18 +222,16 @@ impl Context {
             return None;
         }
         let parents: Vec<ParentRef> = self
-            .parents
-            .store
-            .state()
+            .parents_now()
             .iter()
             .filter(|p| self.decorates(p))
             .map(|p| self.parent_ref(p))
             .collect();
-        let outcomes = self.outcomes.lock().expect("outcomes lock");
+        let ledger = self.ledger();
         let mut failing: Vec<(String, String, String)> = parents
             .iter()
             .filter_map(|p| {
-                let (reason, message) = outcomes.get(p)?.clone()?;
+                let (reason, message) = ledger.outcome_of(p)?.clone()?;
                 let at = p
                     .namespace
                     .as_ref()
@@ -284,7 +240,10 @@ impl Context {
             })
             .collect();
         failing.sort();
-        let ready = parents.iter().filter(|p| matches!(outcomes.get(p), Some(None))).count();
+        let ready = parents
+            .iter()
+            .filter(|p| matches!(ledger.outcome_of(p), Some(None)))
+            .count();
         failing.truncate(FAILING_SHOWN);
         Some(Decorated {
             parents: parents.len(),
@@ -320,18 +279,16 @@ impl Context {
     pub(super) fn child_api(&self, child: &DynamicObject) -> Option<Api<DynamicObject>> {
         let t = child.types.as_ref()?;
         let ar = &self.child_watch(&t.api_version, &t.kind)?.resolved.resource;
-        Some(match child.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        })
+        Some(crate::discovery::api(
+            &self.client,
+            child.metadata.namespace.as_deref(),
+            ar,
+        ))
     }
 
     pub(super) fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
         let ar = &self.parents.resolved.resource;
-        match parent.metadata.namespace.as_deref() {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
-            None => Api::all_with(self.client.clone(), ar),
-        }
+        crate::discovery::api(&self.client, parent.metadata.namespace.as_deref(), ar)
     }
 
     /// Publishes an event on the parent; a failure to publish is only logged.

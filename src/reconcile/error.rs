@@ -7,7 +7,7 @@ pub enum ReconcileError {
     #[error("{action} {object}: {}", said(source))]
     Kube {
         /// What Stencil was doing.
-        action: &'static str,
+        action: Operation,
         /// The object, as `Kind namespace/name`.
         object: String,
         /// The server's answer.
@@ -35,6 +35,64 @@ pub fn said(error: &kube::Error) -> String {
         kube::Error::Api(status) if status.reason.is_empty() => format!("{} ({})", status.message, status.code),
         kube::Error::Api(status) => format!("{} ({}, {})", status.message, status.reason, status.code),
         other => other.to_string(),
+    }
+}
+
+/// What Stencil was doing when a request failed: said in the error, and the RBAC verb a
+/// refusal of it means is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// Reading one object before the first write.
+    Read,
+    /// Server-side applying a child.
+    Apply,
+    /// Taking over an object (`adopt: IfUnowned`).
+    Adopt,
+    /// Deleting a child (a teardown, or a Recreate).
+    Delete,
+    /// Deleting a child no longer rendered.
+    Prune,
+    /// Listing a parent's children.
+    ListChildren,
+    /// Removing the parent's ownerReference from a child that is kept.
+    Orphan,
+    /// Removing Stencil's finalizer.
+    Release,
+    /// Adding Stencil's finalizer.
+    UpdateFinalizers,
+    /// Writing the parent's status.
+    WriteStatus,
+}
+
+impl Operation {
+    /// The RBAC verb the request needs.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Operation::Read => "get",
+            Operation::ListChildren => "list",
+            Operation::Delete | Operation::Prune => "delete",
+            Operation::UpdateFinalizers => "update",
+            Operation::Apply | Operation::Adopt | Operation::Orphan | Operation::Release | Operation::WriteStatus => {
+                "patch"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Operation::Read => "read",
+            Operation::Apply => "apply",
+            Operation::Adopt => "adopt",
+            Operation::Delete => "delete",
+            Operation::Prune => "prune",
+            Operation::ListChildren => "list the children of",
+            Operation::Orphan => "orphan",
+            Operation::Release => "release",
+            Operation::UpdateFinalizers => "update finalizers of",
+            Operation::WriteStatus => "write status of",
+        })
     }
 }
 
@@ -100,14 +158,7 @@ impl ReconcileError {
             let rule = status
                 .details
                 .as_ref()
-                .map(|d| {
-                    let verb = match *action {
-                        "delete" | "prune" => "delete",
-                        "read" => "get",
-                        _ => "patch",
-                    };
-                    crate::gvk::missing_rule(&d.group, &d.kind, verb)
-                })
+                .map(|d| crate::gvk::missing_rule(&d.group, &d.kind, action.verb()))
                 .unwrap_or_default();
             format!(
                 "forbidden to {action} {object}: {}; add the rule {rule}",
@@ -127,7 +178,7 @@ mod tests {
             "details": {"group": "rbac.authorization.k8s.io", "kind": "clusterroles"}}))
         .unwrap();
         ReconcileError::Kube {
-            action: "apply",
+            action: Operation::Apply,
             object: "ClusterRole reader".into(),
             source: kube::Error::Api(Box::new(status)),
         }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::context::describe_object;
 use super::teardown::{listed_children, phases};
-use super::{Context, ReconcileError, apply};
+use super::{Context, Operation, ReconcileError, apply};
 use crate::conditions::condition;
 use crate::definition::DeletionPolicy;
 use crate::labels;
@@ -85,7 +85,7 @@ pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), 
     edit_finalizers(&ctx.parent_api(parent), parent, add)
         .await
         .map_err(|source| ReconcileError::Kube {
-            action: "update finalizers of",
+            action: Operation::UpdateFinalizers,
             object: describe_object(parent),
             source,
         })
@@ -130,13 +130,13 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     // The `Finalized` condition is the step's record: once it is written, a restarted
     // Stencil goes on with the teardown instead of rendering the finalize children again.
     let me = ctx.parent_ref(parent);
-    let remembered = || ctx.finalized.lock().expect("finalized lock").get(&me).cloned();
+    let remembered = || ctx.ledger().finalized(&me);
     let finalized = match finalized_condition(parent).or_else(remembered) {
         Some(c) => Some(c),
         None if ctx.def.spec.finalize.has_step() && !keep_all => match step(ctx, parent, &children).await? {
             Step::Pending(action) => return Ok(action),
             Step::Done(c) => {
-                ctx.finalized.lock().expect("finalized lock").insert(me, c.clone());
+                ctx.ledger().finish(&me, c.clone());
                 Some(c)
             }
         },
@@ -179,7 +179,7 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     release(&ctx.parent_api(parent), parent)
         .await
         .map_err(|source| ReconcileError::Kube {
-            action: "release",
+            action: Operation::Release,
             object: describe_object(parent),
             source,
         })?;

@@ -7,6 +7,7 @@ mod collect;
 mod context;
 mod error;
 mod finalize;
+mod ledger;
 mod prune;
 mod readers;
 mod rendering;
@@ -16,7 +17,7 @@ mod triggers;
 
 pub use collect::strays;
 pub use context::{Context, DEFAULT_RESYNC_SECONDS, Decorated};
-pub use error::ReconcileError;
+pub use error::{Operation, ReconcileError};
 pub use finalize::release;
 
 use std::sync::Arc;
@@ -48,15 +49,12 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(60);
 /// object's deletion not wake it.
 const REPLACING_RETRY: Duration = Duration::from_secs(10);
 
-fn to_json(obj: &DynamicObject) -> Value {
-    serde_json::to_value(obj).unwrap_or_default()
-}
-
 /// Reconciles one parent.
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let me = ctx.parent_ref(&parent);
     let name = ctx.def.name.clone();
-    if let Some(since) = ctx.pending.lock().expect("pending lock").remove(&me) {
+    let since = ctx.ledger().serve(&me);
+    if let Some(since) = since {
         ctx.metrics
             .workqueue_queue_duration_seconds
             .get_or_create(&metrics::queue(&name))
@@ -85,20 +83,14 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
         })
         .inc();
     match &result {
-        Ok(_) => {
-            ctx.failures.lock().expect("failures lock").remove(&me);
-            ctx.forbidden.lock().expect("forbidden lock").remove(&me);
-        }
+        Ok(_) => ctx.ledger().succeeded(&me),
         Err(e) => {
             ctx.metrics
                 .reconcile_errors_total
                 .get_or_create(&metrics::controller(&name))
                 .inc();
             if let Some(message) = e.forbidden() {
-                ctx.forbidden
-                    .lock()
-                    .expect("forbidden lock")
-                    .insert(me.clone(), message);
+                ctx.ledger().refused(&me, message);
             }
         }
     }
@@ -184,22 +176,14 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         .collect::<Vec<_>>()
         .join("; ");
     let in_conflict = !conflicts.is_empty();
-    ctx.waiting
-        .lock()
-        .expect("waiting lock")
-        .set(&me, conflicts.into_iter().map(|(k, _)| k).collect());
+    ctx.ledger()
+        .waits_for(&me, conflicts.into_iter().map(|(k, _)| k).collect());
     if message.is_empty() {
-        ctx.conflicts.lock().expect("conflicts lock").remove(&me);
+        ctx.ledger().conflict(&me, None);
         status::write(ctx, parent, &out.status).await?;
     } else {
         // A Warning event once per change of the conflict, not on every resync.
-        let changed = ctx
-            .conflicts
-            .lock()
-            .expect("conflicts lock")
-            .insert(me, message.clone())
-            .as_ref()
-            != Some(&message);
+        let changed = ctx.ledger().conflict(&me, Some(message.clone()));
         if changed {
             tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{reason}: {message}");
             ctx.event(parent, EventType::Warning, reason, message.clone()).await;
@@ -244,9 +228,7 @@ fn sooner(planned: Option<Duration>, after: Duration) -> Option<Duration> {
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let me = ctx.parent_ref(&parent);
-    let mut failures = ctx.failures.lock().expect("failures lock");
-    let n = failures.entry(me).or_insert(0);
-    *n = (*n + 1).min(10);
+    let n = ctx.ledger().failed(&me, 10);
     // An unreachable API server is everyone's problem and costs nothing to retry: parents
     // come back within seconds of it, instead of after a backoff grown during the outage.
     let cap = if error.unreachable() {
@@ -254,7 +236,7 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
     } else {
         Duration::from_secs(300)
     };
-    let delay = Duration::from_millis(500u64 << (*n - 1)).min(cap);
+    let delay = Duration::from_millis(500u64 << (n - 1)).min(cap);
     ctx.metrics
         .workqueue_retries_total
         .get_or_create(&metrics::queue(&ctx.def.name))

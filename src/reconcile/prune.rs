@@ -11,9 +11,10 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::context::describe;
-use super::{Context, ReconcileError, apply, to_json};
+use super::{Context, Operation, ReconcileError, apply};
 use crate::labels;
 use crate::object_key::ObjectKey;
+use crate::object_key::to_json;
 use crate::render::RenderOutput;
 
 /// Deletes every observed child that the render no longer wants.
@@ -49,7 +50,7 @@ pub(super) async fn run(
             )
             .await;
             errors.push(ReconcileError::Kube {
-                action: "prune",
+                action: Operation::Prune,
                 object: describe(&live),
                 source,
             });

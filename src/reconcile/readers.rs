@@ -18,13 +18,13 @@ type Parent = ObjectRef<DynamicObject>;
 /// What a selector lookup reads: objects of a kind, in one namespace or (none) every one,
 /// that a selector matches.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct Selection {
+pub(super) struct LookupSelection {
     pub(super) gvk: Gvk,
     pub(super) namespace: Option<String>,
     pub(super) matcher: Matcher,
 }
 
-impl Selection {
+impl LookupSelection {
     /// Whether an object of the selection's kind belongs to it now.
     pub(super) fn matches(&self, obj: &DynamicObject) -> bool {
         (self.namespace.is_none() || obj.metadata.namespace == self.namespace)

@@ -12,12 +12,13 @@ use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::context::{describe, describe_object};
-use super::readers::Selection;
-use super::{Context, ReconcileError, status, to_json};
+use super::readers::LookupSelection;
+use super::{Context, ReconcileError, status};
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
 use crate::object_key::ObjectKey;
+use crate::object_key::to_json;
 use crate::render::{self, RenderInput};
 
 /// The parent as JSON, and what `render` made of it.
@@ -100,19 +101,19 @@ fn fetch_lookups(
                 if let Some(ns) = &r.namespace {
                     oref = oref.within(ns);
                 }
-                if let Some(obj) = w.store.get(&oref) {
+                if let Some(obj) = w.get(&oref) {
                     found.push(to_json(&obj));
                 }
             }
             render::Target::Selector(matcher) => {
-                let selection = Selection {
+                let selection = LookupSelection {
                     gvk: gvk.clone(),
                     namespace: r.namespace.clone(),
                     matcher: matcher.clone(),
                 };
                 // Members are read too, so one that leaves the selection (relabelled or
                 // deleted) wakes the parent although it no longer matches.
-                for obj in w.map(|w| w.store.state()).unwrap_or_default() {
+                for obj in w.map(|w| w.objects()).unwrap_or_default() {
                     if selection.matches(&obj) {
                         if let Some(key) = ObjectKey::of_object(&obj) {
                             reads.push(key);
@@ -125,7 +126,6 @@ fn fetch_lookups(
         }
     }
     let me = ctx.parent_ref(parent);
-    ctx.readers.lock().expect("readers lock").set(&me, reads);
-    ctx.selections.lock().expect("selections lock").set(&me, selections);
+    ctx.ledger().reads(&me, reads, selections);
     Ok(render::match_lookups(&requests, &found))
 }

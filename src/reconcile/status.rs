@@ -6,7 +6,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value};
 
 use super::context::describe_object;
-use super::{Context, ReconcileError};
+use super::{Context, Operation, ReconcileError};
 
 /// Patches the parent's status when it differs from what is there. A decorator never
 /// writes its parent: the outcome is recorded for the definition's status instead.
@@ -36,7 +36,7 @@ pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Valu
         )
         .await
         .map_err(|source| ReconcileError::Kube {
-            action: "write status of",
+            action: Operation::WriteStatus,
             object: describe_object(parent),
             source,
         })?;

@@ -11,9 +11,10 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::context::{describe, describe_object};
-use super::{Context, ReconcileError, apply, to_json};
+use super::{Context, Operation, ReconcileError, apply};
 use crate::definition::DeletionPolicy;
 use crate::labels;
+use crate::object_key::to_json;
 use crate::render;
 
 /// The deletion policy of the child entry that produced `child`: its own, or else the
@@ -75,7 +76,7 @@ async fn orphan(ctx: &Context, child: &DynamicObject, uid: &str) -> Result<(), R
     api.patch(&child.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|source| ReconcileError::Kube {
-            action: "orphan",
+            action: Operation::Orphan,
             object: describe_object(child),
             source,
         })?;
@@ -122,7 +123,7 @@ pub(super) async fn listed_children(
             .list(&params)
             .await
             .map_err(|source| ReconcileError::Kube {
-                action: "list the children of",
+                action: Operation::ListChildren,
                 object: describe_object(parent),
                 source,
             })?;
@@ -199,7 +200,7 @@ pub(super) async fn teardown(
             // Gone already: a watch that lags (or is broken) must not hold the parent.
             Ok(false) => {}
             Err(source) => errors.push(ReconcileError::Kube {
-                action: "delete",
+                action: Operation::Delete,
                 object: describe(&live),
                 source,
             }),

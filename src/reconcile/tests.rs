@@ -400,13 +400,14 @@ async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
         let me = w.ctx.parent_ref(&obj);
         w.ctx.requested(&me);
         error_policy(Arc::new(obj), &ReconcileError::Waiting("x".into()), w.ctx.clone());
-        w.ctx.readers.lock().unwrap().set(
+        w.ctx.ledger().reads(
             &me,
             vec![crate::object_key::ObjectKey::new(
                 &Gvk::parse("v1", "ConfigMap").unwrap(),
                 Some("ns"),
                 "settings",
             )],
+            Vec::new(),
         );
         refs.push(me);
     }

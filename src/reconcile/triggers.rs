@@ -36,13 +36,13 @@ pub(super) fn triggers(
                 let mut refs: Vec<ParentRef> = child_parent(&ctx, &obj).into_iter().collect();
                 // Parents waiting for another's object to be let go.
                 if let Some(key) = ObjectKey::of_object(&obj) {
-                    refs.extend(ctx.waiting.lock().expect("waiting lock").readers(&key));
+                    refs.extend(ctx.ledger().waiting_for(&key));
                 }
                 refs
             }
             Role::Lookup => {
                 let mut refs: Vec<ParentRef> = ObjectKey::of_object(&obj)
-                    .map(|key| ctx.readers.lock().expect("readers lock").readers(&key))
+                    .map(|key| ctx.ledger().readers_of(&key))
                     .unwrap_or_default();
                 refs.extend(selection_readers(&ctx, &obj));
                 refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -66,13 +66,7 @@ fn selection_readers(ctx: &Context, obj: &DynamicObject) -> Vec<ParentRef> {
     let Ok(gvk) = crate::gvk::Gvk::parse(&types.api_version, &types.kind) else {
         return Vec::new();
     };
-    let selections = ctx.selections.lock().expect("selections lock");
-    let matching: Vec<_> = selections
-        .read()
-        .filter(|s| s.gvk == gvk && s.matches(obj))
-        .cloned()
-        .collect();
-    matching.iter().flat_map(|s| selections.readers(s)).collect()
+    ctx.ledger().selecting(|s| s.gvk == gvk && s.matches(obj))
 }
 
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.

@@ -8,8 +8,6 @@ pub mod state;
 pub mod status;
 pub mod supervisor;
 
-use tokio::sync::mpsc::UnboundedReceiver;
-
 use crate::metrics::StateLabel;
 use crate::source::SourceEvent;
 use state::State;
@@ -30,14 +28,6 @@ impl Registry {
             supervisor: Supervisor::new(shell.clone()),
             shell,
         }
-    }
-
-    /// Applies source events until every source is gone, then stops every controller.
-    pub async fn run(mut self, mut events: UnboundedReceiver<SourceEvent>) {
-        while let Some(event) = events.recv().await {
-            self.handle(event);
-        }
-        self.shutdown().await;
     }
 
     /// Takes one source event; returns without waiting on any controller.

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::DynamicObject;
 
 use super::supervisor::{Shell, resolve};
 use crate::compile::CompiledDefinition;
 use crate::reconcile;
-use crate::watch::Selection;
+use crate::watch::WatchSelection;
 
 /// How long a removed definition goes on tearing down the parents that were being deleted
 /// before it releases them anyway, so none is left undeletable.
@@ -22,7 +22,7 @@ const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
 /// the definition says, so their children that the garbage collector cannot reach do not
 /// leak.
 pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
-    let parents = match shell.watches.acquire(&def.parent, Selection::All, &def.name).await {
+    let parents = match shell.watches.acquire(&def.parent, WatchSelection::All, &def.name).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(definition = %def.name, error = %e, "cannot release the parents' finalizers");
@@ -30,19 +30,16 @@ pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) 
         }
     };
     let deleting: Vec<_> = parents
-        .store
-        .state()
+        .objects()
         .into_iter()
         .filter(|p| p.metadata.deletion_timestamp.is_some())
         .collect();
     if !deleting.is_empty() {
         finish_teardowns(&shell, &def, deleting).await;
     }
-    for parent in parents.store.state() {
-        let api = match parent.namespace() {
-            Some(ns) => Api::namespaced_with(shell.client.clone(), &ns, &parents.resolved.resource),
-            None => Api::all_with(shell.client.clone(), &parents.resolved.resource),
-        };
+    for parent in parents.objects() {
+        let namespace = parent.namespace();
+        let api = crate::discovery::api(&shell.client, namespace.as_deref(), &parents.resolved.resource);
         if let Err(e) = reconcile::release(&api, &parent).await {
             tracing::warn!(parent = %parent.name_any(), error = %e, "could not release the finalizer");
         }
@@ -73,7 +70,7 @@ async fn finish_teardowns(shell: &Shell, def: &Arc<CompiledDefinition>, deleting
                 break;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
-            current = ctx.parents.store.get(&key);
+            current = ctx.parent(&key);
         }
     }
 }

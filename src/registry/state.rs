@@ -96,15 +96,6 @@ impl State {
         c
     }
 
-    /// Every origin whose controller runs.
-    pub fn running(&self) -> Vec<Origin> {
-        self.entries
-            .iter()
-            .filter(|(_, e)| e.running)
-            .map(|(o, _)| o.clone())
-            .collect()
-    }
-
     fn entry(&mut self, origin: &Origin) -> &mut Entry {
         if !self.entries.contains_key(origin) {
             self.next_seq += 1;

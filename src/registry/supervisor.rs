@@ -20,7 +20,7 @@ use crate::gvk::Gvk;
 use crate::metrics::Metrics;
 use crate::reconcile::{self, Context};
 use crate::source::Origin;
-use crate::watch::{Selection, WatchError, WatchLease, Watches};
+use crate::watch::{WatchError, WatchLease, WatchSelection, Watches};
 
 /// How often a waiting definition retries (a missing kind, an unestablished CRD, a
 /// forbidden list).
@@ -54,6 +54,8 @@ pub struct Shell {
     pub webhook: Option<crate::crd::Webhook>,
     /// Who stores objects anew when a storage version changes.
     pub storage_migration: crate::migrate::Method,
+    /// Who reports this process's events (the Pod's name), when known.
+    pub instance: Option<String>,
 }
 
 /// Runs the effects.
@@ -262,7 +264,7 @@ async fn serve(
     let controller = tokio::spawn(reconcile::run(ctx.clone(), shell.concurrency, stopped(stop.clone())));
     let mut last = None;
     loop {
-        let now = (ctx.parents.store.state().len(), ctx.problem(), ctx.decorated());
+        let now = (ctx.parents_now().len(), ctx.problem(), ctx.decorated());
         if last.as_ref() != Some(&now) {
             if let Some(d) = &now.2 {
                 let label = crate::metrics::definition(&def.name);
@@ -315,7 +317,7 @@ pub(super) async fn resolve(
     let current = def.all_child_kinds();
     let mut children = Vec::new();
     for gvk in kinds_seen {
-        match watches.acquire(gvk, Selection::Managed, owner).await {
+        match watches.acquire(gvk, WatchSelection::Managed, owner).await {
             Ok(w) => children.push(w),
             // A kind only an earlier version used may be gone; the current ones must exist.
             Err(e) if current.contains(gvk) => return Err(fail(e)),
@@ -324,7 +326,7 @@ pub(super) async fn resolve(
     }
     let mut lookups: Vec<WatchLease> = Vec::new();
     for gvk in def.lookup_kinds() {
-        lookups.push(watches.acquire(&gvk, Selection::All, owner).await.map_err(fail)?);
+        lookups.push(watches.acquire(&gvk, WatchSelection::All, owner).await.map_err(fail)?);
     }
     Ok(Context::new(
         shell.client.clone(),
@@ -334,14 +336,15 @@ pub(super) async fn resolve(
         children,
         lookups,
     )
-    .serving(watches.namespaces()))
+    .serving(watches.namespaces())
+    .reporting_as(shell.instance.clone()))
 }
 
 /// Which parents a definition's watch sees: a decorator's label selector goes to the API
 /// server, so objects it does not decorate are never held in memory.
-pub(super) fn parent_selection(def: &CompiledDefinition) -> Selection {
+pub(super) fn parent_selection(def: &CompiledDefinition) -> WatchSelection {
     match def.parent_label_query() {
-        Some(query) => Selection::Labels(query.to_string()),
-        None => Selection::All,
+        Some(query) => WatchSelection::Labels(query.to_string()),
+        None => WatchSelection::All,
     }
 }

@@ -14,14 +14,12 @@ use crate::metrics::{MethodLabel, Metrics};
 /// Sees every request a runtime sends (tests record writes with it).
 pub type Observer = Arc<dyn Fn(&http::Method, &str) + Send + Sync>;
 
-/// Counts requests, tells the observer, and injects faults where built to.
+/// Counts requests and tells the observer.
 fn counting(
     metrics: Arc<Metrics>,
     observer: Option<Observer>,
-) -> Result<impl Fn(http::Request<Body>) -> http::Request<Body> + Clone, RuntimeError> {
-    let abort = faults::abort_after_writes()?;
-    Ok(move |req: http::Request<Body>| {
-        abort(&req);
+) -> impl Fn(http::Request<Body>) -> http::Request<Body> + Clone {
+    move |req: http::Request<Body>| {
         if let Some(observe) = &observer {
             let target = req
                 .uri()
@@ -34,7 +32,7 @@ fn counting(
         };
         metrics.rest_client_requests_total.get_or_create(&label).inc();
         req
-    })
+    }
 }
 
 /// The client for the leader election and the webhook's certificate, which standbys need
@@ -44,11 +42,13 @@ pub(super) fn unfenced(
     metrics: Arc<Metrics>,
     observer: Option<Observer>,
 ) -> Result<kube::Client, RuntimeError> {
-    let count = tower::util::MapRequestLayer::new(counting(metrics, observer)?);
-    Ok(ClientBuilder::try_from(config.clone())
+    let count = tower::util::MapRequestLayer::new(counting(metrics, observer));
+    let builder = ClientBuilder::try_from(config.clone())
         .map_err(RuntimeError::Client)?
-        .with_layer(&count)
-        .build())
+        .with_layer(&count);
+    #[cfg(feature = "fault-injection")]
+    let builder = builder.with_layer(&faults::abort_after_writes()?);
+    Ok(builder.build())
 }
 
 /// The client for everything else: counted, and its writes fenced.
@@ -58,13 +58,14 @@ pub(super) fn fenced(
     observer: Option<Observer>,
     fence: Fence,
 ) -> Result<kube::Client, RuntimeError> {
-    let count = tower::util::MapRequestLayer::new(counting(metrics, observer)?);
+    let count = tower::util::MapRequestLayer::new(counting(metrics, observer));
     let gate = tower::filter::FilterLayer::new(move |req| fence.check(req));
-    Ok(ClientBuilder::try_from(config.clone())
+    let builder = ClientBuilder::try_from(config.clone())
         .map_err(RuntimeError::Client)?
-        .with_layer(&count)
-        .with_layer(&gate)
-        .build())
+        .with_layer(&count);
+    #[cfg(feature = "fault-injection")]
+    let builder = builder.with_layer(&faults::abort_after_writes()?);
+    Ok(builder.with_layer(&gate).build())
 }
 
 #[cfg(feature = "fault-injection")]
@@ -75,9 +76,11 @@ mod faults {
 
     const ABORT_AFTER_WRITES: &str = "STENCIL_FAULT_ABORT_AFTER_WRITES";
 
-    /// Counts the process's writes (shared by both clients) and aborts before the
-    /// (k+1)-th when asked to.
-    pub(super) fn abort_after_writes() -> Result<impl Fn(&http::Request<Body>) + Clone, RuntimeError> {
+    /// A layer that counts the process's writes (shared by both clients) and aborts
+    /// before the (k+1)-th when asked to. Only the fault suite's builds have it.
+    pub(super) fn abort_after_writes()
+    -> Result<tower::util::MapRequestLayer<impl Fn(http::Request<Body>) -> http::Request<Body> + Clone>, RuntimeError>
+    {
         static WRITES: AtomicU64 = AtomicU64::new(0);
         let k: Option<u64> = match std::env::var(ABORT_AFTER_WRITES) {
             Ok(v) => Some(
@@ -86,7 +89,7 @@ mod faults {
             ),
             Err(_) => None,
         };
-        Ok(move |req: &http::Request<Body>| {
+        Ok(tower::util::MapRequestLayer::new(move |req: http::Request<Body>| {
             if let Some(k) = k
                 && req.method() != http::Method::GET
                 && WRITES.fetch_add(1, Ordering::SeqCst) >= k
@@ -94,16 +97,7 @@ mod faults {
                 eprintln!("{ABORT_AFTER_WRITES}={k}: aborting before write {}", k + 1);
                 std::process::abort();
             }
-        })
-    }
-}
-
-#[cfg(not(feature = "fault-injection"))]
-mod faults {
-    use super::{Body, RuntimeError};
-
-    /// Without the feature, no fault is ever injected.
-    pub(super) fn abort_after_writes() -> Result<impl Fn(&http::Request<Body>) + Clone, RuntimeError> {
-        Ok(|_: &http::Request<Body>| {})
+            req
+        }))
     }
 }

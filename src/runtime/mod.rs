@@ -42,6 +42,8 @@ pub struct Options {
     pub webhook: Option<crate::webhook::Settings>,
     /// Who stores objects anew when a definition's storage version changes.
     pub storage_migration: crate::migrate::Method,
+    /// The name events are reported from (the Pod's, `$POD_NAME` in the chart).
+    pub instance: Option<String>,
 }
 
 impl Default for Options {
@@ -56,6 +58,7 @@ impl Default for Options {
             sync_timeout: Duration::from_secs(10),
             webhook: None,
             storage_migration: crate::migrate::Method::Auto,
+            instance: None,
         }
     }
 }
@@ -203,6 +206,7 @@ impl Runtime {
             reports,
             webhook: served.as_ref().map(|s| s.webhook.clone()),
             storage_migration: options.storage_migration,
+            instance: options.instance.clone(),
         };
         let mut registry = Registry::new(shell);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");

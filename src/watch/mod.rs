@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 
 /// Which objects of a kind a watch sees.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Selection {
+pub enum WatchSelection {
     /// Every object: parents and lookups.
     All,
     /// Only objects Stencil manages (`app.kubernetes.io/managed-by=stencil`): children.
@@ -74,14 +74,14 @@ impl WatchError {
     }
 }
 
-type Key = (Gvk, Selection);
+type Key = (Gvk, WatchSelection);
 
 /// A running watch and the task that feeds it; dropping the last lease drops this.
 struct Running {
     key: Key,
     shared: Arc<SharedWatch>,
     task: tokio::task::AbortHandle,
-    registry: Weak<Registry>,
+    registry: Weak<RunningWatches>,
 }
 
 impl Drop for Running {
@@ -136,7 +136,7 @@ impl HandFed {
         let resolved = discovery::Resolved { resource, namespaced };
         let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, None, writer.as_reader()));
         let running = Running {
-            key: (gvk.clone(), Selection::All),
+            key: (gvk.clone(), WatchSelection::All),
             shared,
             task: tokio::spawn(async {}).abort_handle(),
             registry: Weak::new(),
@@ -165,7 +165,7 @@ impl HandFed {
     }
 }
 
-struct Registry {
+struct RunningWatches {
     running: Mutex<HashMap<Key, Weak<Running>>>,
     metrics: Arc<Metrics>,
 }
@@ -175,7 +175,7 @@ pub struct Watches {
     client: Client,
     namespaces: Vec<String>,
     sync_timeout: Duration,
-    registry: Arc<Registry>,
+    registry: Arc<RunningWatches>,
 }
 
 impl Watches {
@@ -186,7 +186,7 @@ impl Watches {
             client,
             namespaces,
             sync_timeout,
-            registry: Arc::new(Registry {
+            registry: Arc::new(RunningWatches {
                 running: Mutex::new(HashMap::new()),
                 metrics,
             }),
@@ -211,7 +211,7 @@ impl Watches {
     /// A lease on the watch of a kind for `owner`, started on first use. It returns once
     /// the store holds its first list, or with the reason it cannot: the kind is not
     /// served, the list is forbidden, or it did not arrive within the sync timeout.
-    pub async fn acquire(&self, gvk: &Gvk, selection: Selection, owner: &str) -> Result<WatchLease, WatchError> {
+    pub async fn acquire(&self, gvk: &Gvk, selection: WatchSelection, owner: &str) -> Result<WatchLease, WatchError> {
         let lease = match self.running(gvk, selection.clone()) {
             Some(lease) => lease,
             None => self.start(gvk, selection).await?,
@@ -221,7 +221,7 @@ impl Watches {
         Ok(lease)
     }
 
-    fn running(&self, gvk: &Gvk, selection: Selection) -> Option<WatchLease> {
+    fn running(&self, gvk: &Gvk, selection: WatchSelection) -> Option<WatchLease> {
         let running = self.registry.running.lock().expect("watches lock");
         let r = running.get(&(gvk.clone(), selection))?.upgrade()?;
         Some(WatchLease { running: r })
@@ -253,7 +253,7 @@ impl Watches {
         }
     }
 
-    async fn start(&self, gvk: &Gvk, selection: Selection) -> Result<WatchLease, WatchError> {
+    async fn start(&self, gvk: &Gvk, selection: WatchSelection) -> Result<WatchLease, WatchError> {
         let resolved = discovery::resolve(&self.client, gvk).await?;
         let key = (gvk.clone(), selection.clone());
         let mut running = self.registry.running.lock().expect("watches lock");
@@ -291,14 +291,14 @@ impl Watches {
     fn stream(
         &self,
         shared: &SharedWatch,
-        selection: &Selection,
+        selection: &WatchSelection,
     ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
         let config = match selection {
-            Selection::All => watcher::Config::default(),
-            Selection::Managed => {
+            WatchSelection::All => watcher::Config::default(),
+            WatchSelection::Managed => {
                 watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE))
             }
-            Selection::Labels(query) => watcher::Config::default().labels(query),
+            WatchSelection::Labels(query) => watcher::Config::default().labels(query),
         };
         watcher(shared.api(self.client.clone()), config)
             .backoff(backoff::RetryBackoff::new())

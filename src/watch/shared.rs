@@ -111,13 +111,20 @@ impl SharedWatch {
         }
     }
 
+    /// The object `key` names, as the store holds it now.
+    pub fn get(&self, key: &ObjectRef<DynamicObject>) -> Option<Arc<DynamicObject>> {
+        self.store.get(key)
+    }
+
+    /// Every object the store holds now.
+    pub fn objects(&self) -> Vec<Arc<DynamicObject>> {
+        self.store.state()
+    }
+
     /// The API this watch lists and watches through: a list through it sees what the
     /// watch would, fresh from the API server.
     pub fn api(&self, client: kube::Client) -> kube::Api<DynamicObject> {
-        match &self.namespace {
-            Some(ns) => kube::Api::namespaced_with(client, ns, &self.resolved.resource),
-            None => kube::Api::all_with(client, &self.resolved.resource),
-        }
+        crate::discovery::api(&client, self.namespace.as_deref(), &self.resolved.resource)
     }
 
     /// A receiver of every object in the store now and of every object that changes or
@@ -125,13 +132,18 @@ impl SharedWatch {
     /// the lock that publishing takes after storing, so no event falls between the two:
     /// an object stored meanwhile arrives at most twice, never zero times.
     pub fn subscribe(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+        self.subscribe_with(|| {})
+    }
+
+    /// [`Self::subscribe`], running `between` after the snapshot and before the sender
+    /// is registered: where a test puts a concurrent write.
+    fn subscribe_with(&self, between: impl FnOnce()) -> UnboundedReceiver<Arc<DynamicObject>> {
         let (tx, rx) = unbounded_channel();
         let mut subscribers = self.subscribers.lock().expect("subscribers lock");
         for obj in self.store.state() {
             let _ = tx.send(obj);
         }
-        #[cfg(test)]
-        tests::between_snapshot_and_registration();
+        between();
         subscribers.push(tx);
         rx
     }

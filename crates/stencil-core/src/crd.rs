@@ -211,7 +211,7 @@ pub fn parent_crd(
 
 /// What applying a definition's CRD over the live one would do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum CrdVerdict {
     /// The live CRD already is what the definition declares: nothing to write.
     Unchanged,
     /// There is no live CRD yet.
@@ -229,7 +229,7 @@ pub fn verdict(
     def: &CompiledDefinition,
     live: Option<&CustomResourceDefinition>,
     webhook: Option<&Webhook>,
-) -> Result<Option<(serde_json::Value, Verdict)>, CrdError> {
+) -> Result<Option<(serde_json::Value, CrdVerdict)>, CrdError> {
     use crate::applied::{live_contains, live_hash, with_hash};
     let Some(mut crd) = parent_crd(def, webhook)? else {
         return Ok(None);
@@ -244,15 +244,15 @@ pub fn verdict(
     }
     let (desired, hash) = with_hash(serde_json::to_value(&crd).unwrap_or_default());
     let verdict = match live {
-        None => Verdict::Create,
+        None => CrdVerdict::Create,
         Some(l) => {
             let value = serde_json::to_value(l).unwrap_or_default();
             if live_hash(&value) == Some(hash.as_str()) && live_contains(&value, &desired) {
-                Verdict::Unchanged
+                CrdVerdict::Unchanged
             } else {
                 match crate::schema_change::breaking_changes(l, &crd) {
-                    changes if changes.is_empty() => Verdict::Update,
-                    changes => Verdict::Breaking(changes),
+                    changes if changes.is_empty() => CrdVerdict::Update,
+                    changes => CrdVerdict::Breaking(changes),
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! never the other way round. The crate depends on kube's types and derive only, so the
 //! compiler refuses any use of a client here.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod applied;

@@ -54,6 +54,11 @@ impl ObjectKey {
     }
 }
 
+/// An object as JSON, the form render and rules read: a watched object, a parent, a child.
+pub fn to_json(obj: &DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or_default()
+}
+
 impl std::fmt::Display for ObjectKey {
     /// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -14,7 +14,7 @@ use crate::render::RenderOutput;
 
 /// What to do with an existing object of a desired child's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum OwnershipVerdict {
     /// There is none: create it.
     Absent,
     /// It is this parent's: bring it in line.
@@ -30,9 +30,15 @@ pub enum Verdict {
 /// same parent (two decorators of one object) is that decorator's. A composite parent has
 /// one definition, so a child of its UID labelled with another definition's name is its
 /// own, left by the definition under an earlier name: the apply relabels it.
-pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, decorator: bool, adopt: Adopt) -> Verdict {
+pub fn judge(
+    live: Option<&Value>,
+    parent_uid: &str,
+    definition: &str,
+    decorator: bool,
+    adopt: Adopt,
+) -> OwnershipVerdict {
     let Some(live) = live else {
-        return Verdict::Absent;
+        return OwnershipVerdict::Absent;
     };
     let what = ObjectKey::of_value(live).map_or_else(|| "the object".to_string(), |k| k.to_string());
     let label = |key: &str| {
@@ -46,11 +52,13 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, decorator
     let controlled_by_other = controller.filter(|r| r.get("uid").and_then(Value::as_str) != Some(parent_uid));
     let other_definition = label(labels::DEFINITION).filter(|d| *d != crate::labels::label_value(definition));
     match (label(labels::PARENT_UID), controlled_by_other) {
-        (Some(uid), _) if uid == parent_uid && decorator && other_definition.is_some() => Verdict::Conflict(format!(
-            "{what} belongs to definition {} of the same parent; it keeps the object until it lets it go",
-            other_definition.unwrap_or_default()
-        )),
-        (Some(uid), None) if uid == parent_uid => Verdict::Ours,
+        (Some(uid), _) if uid == parent_uid && decorator && other_definition.is_some() => {
+            OwnershipVerdict::Conflict(format!(
+                "{what} belongs to definition {} of the same parent; it keeps the object until it lets it go",
+                other_definition.unwrap_or_default()
+            ))
+        }
+        (Some(uid), None) if uid == parent_uid => OwnershipVerdict::Ours,
         (Some(uid), _) if uid != parent_uid => {
             let parent = match (label(labels::PARENT_NAMESPACE), label(labels::PARENT_NAME)) {
                 (Some(ns), Some(name)) => format!("{ns}/{name}"),
@@ -58,19 +66,19 @@ pub fn judge(live: Option<&Value>, parent_uid: &str, definition: &str, decorator
                 _ => format!("uid {uid}"),
             };
             let definition = label(labels::DEFINITION).unwrap_or("another definition");
-            Verdict::Conflict(format!(
+            OwnershipVerdict::Conflict(format!(
                 "{what} belongs to parent {parent} of {definition}; it keeps the object until it lets it go"
             ))
         }
         (_, Some(owner)) => {
             let kind = owner.get("kind").and_then(Value::as_str).unwrap_or("?");
             let name = owner.get("name").and_then(Value::as_str).unwrap_or("?");
-            Verdict::Conflict(format!(
+            OwnershipVerdict::Conflict(format!(
                 "{what} exists and is controlled by {kind} {name}; Stencil leaves it alone"
             ))
         }
-        _ if adopt == Adopt::IfUnowned => Verdict::Adopt,
-        _ => Verdict::Conflict(format!(
+        _ if adopt == Adopt::IfUnowned => OwnershipVerdict::Adopt,
+        _ => OwnershipVerdict::Conflict(format!(
             "{what} exists and was not created by Stencil ({}); set `adopt: IfUnowned` on the child to take it over",
             managers(live)
         )),
@@ -91,9 +99,9 @@ pub fn settle(out: &mut RenderOutput, existing: &[Value], parent_uid: &str, defi
             continue;
         };
         match judge(Some(live), parent_uid, definition, decorator, child.adopt) {
-            Verdict::Conflict(message) => conflicts.push(message),
-            Verdict::Adopt => out.adoptions.push(key.to_string()),
-            Verdict::Absent | Verdict::Ours => {}
+            OwnershipVerdict::Conflict(message) => conflicts.push(message),
+            OwnershipVerdict::Adopt => out.adoptions.push(key.to_string()),
+            OwnershipVerdict::Absent | OwnershipVerdict::Ours => {}
         }
     }
     if !conflicts.is_empty() {
@@ -134,7 +142,7 @@ mod tests {
 
     #[test]
     fn a_missing_object_is_created() {
-        assert_eq!(judge(None, "p", "shop", false, Adopt::Never), Verdict::Absent);
+        assert_eq!(judge(None, "p", "shop", false, Adopt::Never), OwnershipVerdict::Absent);
     }
 
     #[test]
@@ -143,18 +151,24 @@ mod tests {
             json!({labels::PARENT_UID: "p"}),
             json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
         );
-        assert_eq!(judge(Some(&live), "p", "shop", false, Adopt::Never), Verdict::Ours);
+        assert_eq!(
+            judge(Some(&live), "p", "shop", false, Adopt::Never),
+            OwnershipVerdict::Ours
+        );
     }
 
     #[test]
     fn a_hand_made_object_is_a_conflict_naming_its_managers_unless_adoptable() {
         let live = cm(json!({}), json!([]));
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::Never) else {
+        let OwnershipVerdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::Never) else {
             panic!()
         };
         assert!(message.contains("ConfigMap shop/orders-config"), "{message}");
         assert!(message.contains("kubectl-client-side-apply, helm"), "{message}");
-        assert_eq!(judge(Some(&live), "p", "shop", false, Adopt::IfUnowned), Verdict::Adopt);
+        assert_eq!(
+            judge(Some(&live), "p", "shop", false, Adopt::IfUnowned),
+            OwnershipVerdict::Adopt
+        );
     }
 
     #[test]
@@ -163,7 +177,7 @@ mod tests {
             json!({}),
             json!([{"uid": "rs", "controller": true, "kind": "ReplicaSet", "name": "web-1"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
+        let OwnershipVerdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("controlled by ReplicaSet web-1"), "{message}");
@@ -175,7 +189,7 @@ mod tests {
             json!({labels::PARENT_UID: "q", labels::PARENT_NAME: "first", labels::PARENT_NAMESPACE: "shop", labels::DEFINITION: "shops"}),
             json!([{"uid": "q", "controller": true, "kind": "Shop", "name": "first"}]),
         );
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
+        let OwnershipVerdict::Conflict(message) = judge(Some(&live), "p", "shop", false, Adopt::IfUnowned) else {
             panic!()
         };
         assert!(message.contains("parent shop/first of shops"), "{message}");
@@ -187,8 +201,11 @@ mod tests {
             json!({labels::PARENT_UID: "p", labels::DEFINITION: "shops-old"}),
             json!([{"uid": "p", "controller": true, "kind": "Shop", "name": "s"}]),
         );
-        assert_eq!(judge(Some(&live), "p", "shops", false, Adopt::Never), Verdict::Ours);
-        let Verdict::Conflict(message) = judge(Some(&live), "p", "shops", true, Adopt::Never) else {
+        assert_eq!(
+            judge(Some(&live), "p", "shops", false, Adopt::Never),
+            OwnershipVerdict::Ours
+        );
+        let OwnershipVerdict::Conflict(message) = judge(Some(&live), "p", "shops", true, Adopt::Never) else {
             panic!("two decorators of one object keep their own children")
         };
         assert!(message.contains("definition shops-old of the same parent"), "{message}");
@@ -202,7 +219,7 @@ mod tests {
         );
         assert!(matches!(
             judge(Some(&live), "p", "shop", false, Adopt::IfUnowned),
-            Verdict::Conflict(_)
+            OwnershipVerdict::Conflict(_)
         ));
     }
 }

@@ -1,6 +1,17 @@
 use super::*;
 use crate::compile::compile_file;
 
+impl State {
+    /// Every origin whose controller runs.
+    fn running(&self) -> Vec<Origin> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.running)
+            .map(|(o, _)| o.clone())
+            .collect()
+    }
+}
+
 fn def(name: &str, kind: &str) -> Box<CompiledDefinition> {
     let text = format!(
         "apiVersion: stencil.dev/v1alpha1

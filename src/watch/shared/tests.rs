@@ -81,17 +81,6 @@ fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
     assert_eq!(names, ["a", "b"]);
 }
 
-thread_local! {
-    /// Run by `subscribe` between reading the store and registering its sender.
-    static BETWEEN: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = const { std::cell::RefCell::new(None) };
-}
-
-pub(super) fn between_snapshot_and_registration() {
-    if let Some(hook) = BETWEEN.with(|b| b.borrow_mut().take()) {
-        hook();
-    }
-}
-
 /// The race the old subscribe had: an object stored and published after the snapshot
 /// but before the sender was registered was never delivered. Another thread stores and
 /// publishes one exactly there; it must arrive.
@@ -103,24 +92,22 @@ fn no_object_falls_between_the_snapshot_and_the_registration() {
     let (feeder_shared, feeder_writer) = (shared.clone(), writer.clone());
     let feeder = Arc::new(Mutex::new(None));
     let slot = feeder.clone();
-    BETWEEN.with(|b| {
-        *b.borrow_mut() = Some(Box::new(move || {
-            let (done_tx, done_rx) = std::sync::mpsc::channel();
-            let thread = std::thread::spawn(move || {
-                feed(
-                    &mut feeder_writer.lock().unwrap(),
-                    &feeder_shared,
-                    Event::Apply(configmap("late", "u1")),
-                );
-                let _ = done_tx.send(());
-            });
-            // Publishing waits for the lock subscribe holds, so it cannot finish here;
-            // an unguarded subscribe would let it finish before the registration.
-            let _ = done_rx.recv_timeout(std::time::Duration::from_millis(200));
-            *slot.lock().unwrap() = Some(thread);
-        }))
-    });
-    let mut rx = shared.subscribe();
+    let between = move || {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            feed(
+                &mut feeder_writer.lock().unwrap(),
+                &feeder_shared,
+                Event::Apply(configmap("late", "u1")),
+            );
+            let _ = done_tx.send(());
+        });
+        // Publishing waits for the lock subscribe holds, so it cannot finish here;
+        // an unguarded subscribe would let it finish before the registration.
+        let _ = done_rx.recv_timeout(std::time::Duration::from_millis(200));
+        *slot.lock().unwrap() = Some(thread);
+    };
+    let mut rx = shared.subscribe_with(between);
     let thread = feeder.lock().unwrap().take().expect("the hook ran");
     thread.join().unwrap();
     let got = std::iter::from_fn(|| rx.try_recv().ok()).find(|o| o.metadata.name.as_deref() == Some("late"));

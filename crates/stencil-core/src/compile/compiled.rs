@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use minijinja::Environment;
 
 use super::rules::Rule;
-use super::{Origin, names};
+use super::{FieldPosition, names};
 use crate::definition::{Child, OperatorDefinitionSpec};
 use crate::gvk::Gvk;
 use crate::selector::Matcher;
@@ -31,7 +31,7 @@ pub struct CompiledDefinition {
     pub(super) finalize_order: Vec<usize>,
     pub(super) until: Option<Rule>,
     pub(super) env: Environment<'static>,
-    pub(super) origins: BTreeMap<String, Origin>,
+    pub(super) origins: BTreeMap<String, FieldPosition>,
     pub(super) ready_rules: Vec<Option<Rule>>,
     pub(super) field_rules: Vec<(String, Rule)>,
     pub(super) condition_rules: Vec<Rule>,
@@ -119,7 +119,7 @@ impl CompiledDefinition {
     }
 
     /// Where a template starts in its file, for error positions.
-    pub fn origin(&self, template: &str) -> Option<&Origin> {
+    pub fn origin(&self, template: &str) -> Option<&FieldPosition> {
         self.origins.get(template)
     }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
-use super::position::Origin;
+use super::position::FieldPosition;
 use super::{CompileError, Diagnostic};
 use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
 
@@ -118,7 +118,7 @@ impl Locator {
     }
 
     /// Where a field's value starts; the document start when the field has no position.
-    pub(crate) fn origin(&self, field: &Field) -> Origin {
+    pub(crate) fn origin(&self, field: &Field) -> FieldPosition {
         let s = &self.spans.spec;
         let child = |i: &usize| {
             s.children
@@ -132,9 +132,12 @@ impl Locator {
             Field::Parent => s.parent.as_ref(),
             Field::Crd => {
                 return match &s.crd {
-                    Some(span) if !self.text.is_empty() => {
-                        Origin::of_scalar(&self.file, &self.text, span.referenced.line(), span.referenced.column())
-                    }
+                    Some(span) if !self.text.is_empty() => FieldPosition::of_scalar(
+                        &self.file,
+                        &self.text,
+                        span.referenced.line(),
+                        span.referenced.column(),
+                    ),
                     _ => self.origin(&Field::Definition),
                 };
             }
@@ -159,9 +162,9 @@ impl Locator {
         };
         match at.or(self.spans.metadata.as_ref()) {
             Some(span) if !self.text.is_empty() => {
-                Origin::of_scalar(&self.file, &self.text, span.referenced.line(), span.referenced.column())
+                FieldPosition::of_scalar(&self.file, &self.text, span.referenced.line(), span.referenced.column())
             }
-            _ => Origin::detached(&self.file),
+            _ => FieldPosition::detached(&self.file),
         }
     }
 }

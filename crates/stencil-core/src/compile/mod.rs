@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 pub use compiled::CompiledDefinition;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use kinds::scopes;
-pub use position::Origin;
+pub use position::FieldPosition;
 pub(crate) use templates::{template_message, template_position};
 pub use validate::RESERVED_STATUS_FIELDS;
 pub use validate::{is_dns_label, is_kind};
@@ -99,10 +99,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     let mut errors = Vec::new();
     let mut report = |field: Field, error: CompileError, inner: Option<(u64, u64)>| {
         let origin = locator.origin(&field);
-        let (line, column) = match inner {
-            Some((l, c)) => origin.locate(l, c),
-            None => (origin.line, origin.column_offset + u64::from(origin.line > 0)),
-        };
+        let (line, column) = origin.position(inner);
         errors.push(Diagnostic {
             file: origin.file.clone(),
             line,

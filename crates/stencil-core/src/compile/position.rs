@@ -3,7 +3,7 @@
 
 /// Where an embedded string starts in its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Origin {
+pub struct FieldPosition {
     /// The file name shown in errors.
     pub file: String,
     /// The file line holding the string's first line (1-based); 0 when not from a file.
@@ -12,10 +12,10 @@ pub struct Origin {
     pub column_offset: u64,
 }
 
-impl Origin {
+impl FieldPosition {
     /// An origin for a string that did not come from a file: positions stay relative.
     pub fn detached(file: impl Into<String>) -> Self {
-        Origin {
+        FieldPosition {
             file: file.into(),
             line: 0,
             column_offset: 0,
@@ -34,17 +34,26 @@ impl Origin {
                 .find(|&n| !at(n).trim().is_empty())
                 .unwrap_or(line + 1);
             let indent = at(first).len() - at(first).trim_start().len();
-            return Origin {
+            return FieldPosition {
                 file: file.to_string(),
                 line: line + 1,
                 column_offset: indent as u64,
             };
         }
         let quoted = matches!(indicator, Some('"') | Some('\''));
-        Origin {
+        FieldPosition {
             file: file.to_string(),
             line,
             column_offset: column.saturating_sub(1) + u64::from(quoted),
+        }
+    }
+
+    /// The file position of a place inside the string (`line`:`column`, 1-based), or of
+    /// the string itself when there is none.
+    pub fn position(&self, inner: Option<(u64, u64)>) -> (u64, u64) {
+        match inner {
+            Some((line, column)) => self.locate(line, column),
+            None => (self.line, self.column_offset + u64::from(self.line > 0)),
         }
     }
 
@@ -80,7 +89,7 @@ mod tests {
     #[test]
     fn block_scalar_content_starts_below_the_indicator() {
         let text = "children:\n  - template: |\n      kind: A\n      x: {{ y }}\n";
-        let origin = Origin::of_scalar("f.yaml", text, 2, 15);
+        let origin = FieldPosition::of_scalar("f.yaml", text, 2, 15);
         assert_eq!(origin.line, 3);
         assert_eq!(origin.column_offset, 6);
         assert_eq!(origin.locate(2, 4), (4, 10));
@@ -89,7 +98,7 @@ mod tests {
     #[test]
     fn quoted_scalar_keeps_its_column() {
         let text = "when: '$.a['\n";
-        let origin = Origin::of_scalar("f.yaml", text, 1, 7);
+        let origin = FieldPosition::of_scalar("f.yaml", text, 1, 7);
         assert_eq!(origin.locate(1, 5), (1, 12));
     }
 

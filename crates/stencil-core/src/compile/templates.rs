@@ -139,18 +139,40 @@ pub fn dns_label(value: Value, kwargs: Kwargs) -> Result<String, Error> {
     Ok(to_dns_label(&text, max))
 }
 
-/// A random alphanumeric password from the thread's CSPRNG. It changes on every render,
-/// so it belongs in children with `updatePolicy: OnCreate`.
+thread_local! {
+    /// The source `random_password` draws from on this thread while [`seeded`] runs.
+    static SEEDED: std::cell::RefCell<Option<rand::rngs::StdRng>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `random_password` drawing from a generator seeded with `seed` on this
+/// thread, so a render is reproducible (a golden case with `seed:`); without a seed, or
+/// outside `seeded`, it draws from the thread's CSPRNG.
+pub fn seeded<T>(seed: Option<u64>, f: impl FnOnce() -> T) -> T {
+    use rand::SeedableRng as _;
+    let previous = SEEDED.with(|s| s.replace(seed.map(rand::rngs::StdRng::seed_from_u64)));
+    let out = f();
+    SEEDED.with(|s| *s.borrow_mut() = previous);
+    out
+}
+
+/// A random alphanumeric password: from the thread's CSPRNG, or the seeded generator of
+/// [`seeded`]. It changes on every render, so it belongs in children with
+/// `updatePolicy: OnCreate`.
 fn random_password(len: usize) -> Result<String, Error> {
     if !(1..=MAX_PASSWORD).contains(&len) {
         return Err(invalid(format!(
             "random_password: length must be 1..={MAX_PASSWORD}, got {len}"
         )));
     }
-    let mut rng = rand::rng();
-    Ok((0..len)
-        .map(|_| char::from(rng.sample(rand::distr::Alphanumeric)))
-        .collect())
+    let draw = |rng: &mut dyn rand::RngCore| -> String {
+        (0..len)
+            .map(|_| char::from(rng.sample(rand::distr::Alphanumeric)))
+            .collect()
+    };
+    Ok(SEEDED.with(|s| match s.borrow_mut().as_mut() {
+        Some(rng) => draw(rng),
+        None => draw(&mut rand::rng()),
+    }))
 }
 
 /// The line and column of a minijinja error inside its template source.
@@ -252,6 +274,15 @@ mod tests {
         assert!(a.chars().all(|c| c.is_ascii_alphanumeric()));
         assert_ne!(a, b);
         assert!(render("{{ random_password(0) }}", context!()).is_err());
+    }
+
+    #[test]
+    fn a_seeded_render_draws_the_same_passwords() {
+        let draw = || render("{{ random_password(16) }} {{ random_password(16) }}", context!()).unwrap();
+        let (a, b) = (seeded(Some(7), draw), seeded(Some(7), draw));
+        assert_eq!(a, b);
+        assert_ne!(a, seeded(Some(8), draw));
+        assert_ne!(seeded(None, draw), seeded(None, draw));
     }
 
     #[test]

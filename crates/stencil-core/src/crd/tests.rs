@@ -50,13 +50,16 @@ fn the_verdict_creates_skips_updates_or_refuses() {
     assert!(diags.0.is_empty(), "{diags}");
     let def = &defs[0];
     let (desired, v) = verdict(def, None, None).unwrap().unwrap();
-    assert_eq!(v, Verdict::Create);
+    assert_eq!(v, CrdVerdict::Create);
     let mut live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
-    assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Unchanged);
+    assert_eq!(
+        verdict(def, Some(&live), None).unwrap().unwrap().1,
+        CrdVerdict::Unchanged
+    );
     if let Some(a) = live.metadata.annotations.as_mut() {
         a.clear();
     }
-    assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, Verdict::Update);
+    assert_eq!(verdict(def, Some(&live), None).unwrap().unwrap().1, CrdVerdict::Update);
     let schema = live.spec.versions[2]
         .schema
         .as_mut()
@@ -80,7 +83,7 @@ fn the_verdict_creates_skips_updates_or_refuses() {
                 ..Default::default()
             },
         );
-    let Verdict::Breaking(changes) = verdict(def, Some(&live), None).unwrap().unwrap().1 else {
+    let CrdVerdict::Breaking(changes) = verdict(def, Some(&live), None).unwrap().unwrap().1 else {
         panic!("a property the definition drops is breaking")
     };
     assert!(changes[0].contains("v1: .spec.legacy is removed"), "{changes:?}");
@@ -116,7 +119,7 @@ fn the_crd_records_every_child_kind_the_definition_ever_wrote() {
     );
     assert_eq!(
         verdict(def, Some(&live), None).unwrap().unwrap().1,
-        Verdict::Update,
+        CrdVerdict::Update,
         "the record is rewritten in its normal form"
     );
 }

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::compile::rules::{Rule, RuleFailure};
-use crate::compile::{CompiledDefinition, Origin, names, template_message, template_position};
+use crate::compile::{CompiledDefinition, FieldPosition, names, template_message, template_position};
 use crate::definition::{Adopt, Child, UpdatePolicy};
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
@@ -244,11 +244,8 @@ impl<'a> ParentInfo<'a> {
             .def
             .origin(template)
             .cloned()
-            .unwrap_or_else(|| Origin::detached(&self.def.source));
-        let (line, column) = match inner {
-            Some((l, c)) => origin.locate(l, c),
-            None => (origin.line, origin.column_offset + u64::from(origin.line > 0)),
-        };
+            .unwrap_or_else(|| FieldPosition::detached(&self.def.source));
+        let (line, column) = origin.position(inner);
         Place {
             file: origin.file,
             line,

@@ -1,0 +1,179 @@
+//! What a controller keeps about each parent between passes, in one place under one lock:
+//! when its oldest unserved request arrived, how often it failed in a row, what the API
+//! server refused it, the conflict it last reported, the end of its finalize step, a
+//! decorator's outcome, and the reverse indexes from objects to the parents that read or
+//! wait for them. Forgetting a parent drops all of it at once.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::context::ParentRef;
+use super::readers::{LookupSelection, Readers};
+use crate::object_key::ObjectKey;
+
+/// One parent's record; a record with nothing in it is not kept.
+#[derive(Debug, Default, PartialEq)]
+struct Record {
+    pending_since: Option<Instant>,
+    failures: u32,
+    forbidden: Option<String>,
+    conflict: Option<String>,
+    finalized: Option<Value>,
+    /// A decorator's last word: `None` when every child is ready, else the reason and
+    /// message a composite parent's `Ready` would carry.
+    outcome: Option<Option<(String, String)>>,
+}
+
+/// Every parent's record, and who reads or waits for which object.
+#[derive(Default)]
+pub(super) struct Ledger {
+    records: HashMap<ParentRef, Record>,
+    /// The named lookups each parent read.
+    readers: Readers,
+    /// The selections each parent's selector lookups read.
+    selections: Readers<LookupSelection>,
+    /// Objects each parent would write but another holds: their going wakes the parent.
+    waiting: Readers,
+}
+
+impl Ledger {
+    fn record(&mut self, parent: &ParentRef) -> &mut Record {
+        self.records.entry(parent.clone()).or_default()
+    }
+
+    /// Drops `parent`'s record when nothing is left in it, so the ledger holds only the
+    /// parents that have something to remember.
+    fn tidy(&mut self, parent: &ParentRef) {
+        if self.records.get(parent).is_some_and(|r| *r == Record::default()) {
+            self.records.remove(parent);
+        }
+    }
+
+    /// Notes a request for `parent`, keeping the time of the oldest one not yet served.
+    pub(super) fn requested(&mut self, parent: &ParentRef) {
+        self.record(parent).pending_since.get_or_insert_with(Instant::now);
+    }
+
+    /// When the oldest unserved request for `parent` arrived; it is served now.
+    pub(super) fn serve(&mut self, parent: &ParentRef) -> Option<Instant> {
+        let since = self.records.get_mut(parent)?.pending_since.take();
+        self.tidy(parent);
+        since
+    }
+
+    /// A pass succeeded: no failures in a row, nothing refused.
+    pub(super) fn succeeded(&mut self, parent: &ParentRef) {
+        if let Some(r) = self.records.get_mut(parent) {
+            r.failures = 0;
+            r.forbidden = None;
+        }
+        self.tidy(parent);
+    }
+
+    /// A pass failed; returns how many in a row (at most `cap`).
+    pub(super) fn failed(&mut self, parent: &ParentRef, cap: u32) -> u32 {
+        let r = self.record(parent);
+        r.failures = (r.failures + 1).min(cap);
+        r.failures
+    }
+
+    /// The API server refused a request of `parent`'s, saying what is needed.
+    pub(super) fn refused(&mut self, parent: &ParentRef, needed: String) {
+        self.record(parent).forbidden = Some(needed);
+    }
+
+    /// The first refusal by text, and how many parents have one.
+    pub(super) fn refusals(&self) -> Option<(&str, usize)> {
+        let all: Vec<&str> = self.records.values().filter_map(|r| r.forbidden.as_deref()).collect();
+        all.iter().min().map(|first| (*first, all.len()))
+    }
+
+    /// Records `parent`'s conflict (`None`: it has none); true when it changed.
+    pub(super) fn conflict(&mut self, parent: &ParentRef, message: Option<String>) -> bool {
+        let r = self.record(parent);
+        let changed = r.conflict != message;
+        r.conflict = message;
+        self.tidy(parent);
+        changed
+    }
+
+    /// The end of `parent`'s finalize step, when it ended.
+    pub(super) fn finalized(&self, parent: &ParentRef) -> Option<Value> {
+        self.records.get(parent)?.finalized.clone()
+    }
+
+    /// Records the end of `parent`'s finalize step.
+    pub(super) fn finish(&mut self, parent: &ParentRef, condition: Value) {
+        self.record(parent).finalized = Some(condition);
+    }
+
+    /// Records a decorator's outcome for `parent`.
+    pub(super) fn outcome(&mut self, parent: &ParentRef, outcome: Option<(String, String)>) {
+        self.record(parent).outcome = Some(outcome);
+    }
+
+    /// A decorator's outcome for `parent`, once it has one.
+    pub(super) fn outcome_of(&self, parent: &ParentRef) -> Option<&Option<(String, String)>> {
+        self.records.get(parent)?.outcome.as_ref()
+    }
+
+    /// What `parent` reads: named lookups and selections.
+    pub(super) fn reads(&mut self, parent: &ParentRef, named: Vec<ObjectKey>, selections: Vec<LookupSelection>) {
+        self.readers.set(parent, named);
+        self.selections.set(parent, selections);
+    }
+
+    /// The objects `parent` waits for another to let go.
+    pub(super) fn waits_for(&mut self, parent: &ParentRef, objects: Vec<ObjectKey>) {
+        self.waiting.set(parent, objects);
+    }
+
+    /// The parents that read `key` as a named lookup.
+    pub(super) fn readers_of(&self, key: &ObjectKey) -> Vec<ParentRef> {
+        self.readers.readers(key)
+    }
+
+    /// The parents waiting for `key` to be let go.
+    pub(super) fn waiting_for(&self, key: &ObjectKey) -> Vec<ParentRef> {
+        self.waiting.readers(key)
+    }
+
+    /// The parents whose selections `matches` accepts.
+    pub(super) fn selecting(&self, matches: impl Fn(&LookupSelection) -> bool) -> Vec<ParentRef> {
+        let hit: Vec<&LookupSelection> = self.selections.read().filter(|s| matches(s)).collect();
+        hit.into_iter().flat_map(|s| self.selections.readers(s)).collect()
+    }
+
+    /// Every parent something is kept about.
+    pub(super) fn parents(&self) -> Vec<ParentRef> {
+        let mut all: Vec<ParentRef> = self
+            .records
+            .keys()
+            .chain(self.readers.parents())
+            .chain(self.selections.parents())
+            .chain(self.waiting.parents())
+            .cloned()
+            .collect();
+        all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        all.dedup();
+        all
+    }
+
+    /// Drops everything kept about `parent`.
+    pub(super) fn forget(&mut self, parent: &ParentRef) {
+        self.records.remove(parent);
+        self.readers.forget(parent);
+        self.selections.forget(parent);
+        self.waiting.forget(parent);
+    }
+
+    /// How many parents have a pending request, a failure count and named reads (tests).
+    #[cfg(test)]
+    pub(super) fn tracked(&self) -> (usize, usize, usize) {
+        let pending = self.records.values().filter(|r| r.pending_since.is_some()).count();
+        let failing = self.records.values().filter(|r| r.failures > 0).count();
+        (pending, failing, self.readers.parents().count())
+    }
+}
