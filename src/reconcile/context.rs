@@ -23,7 +23,7 @@ use crate::watch::{SharedWatch, WatchLease};
 pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
 
 /// A parent's key in the per-parent maps.
-pub(super) type ParentRef = ObjectRef<DynamicObject>;
+pub(super) use super::ledger::ParentRef;
 
 /// Everything one definition's controller needs.
 pub struct Context {

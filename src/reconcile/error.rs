@@ -58,7 +58,7 @@ pub enum Operation {
     Orphan,
     /// Removing Stencil's finalizer.
     Release,
-    /// Adding Stencil's finalizer.
+    /// Adding Stencil's finalizer (a patch of the parent).
     UpdateFinalizers,
     /// Writing the parent's status.
     WriteStatus,
@@ -71,10 +71,12 @@ impl Operation {
             Operation::Read => "get",
             Operation::ListChildren => "list",
             Operation::Delete | Operation::Prune => "delete",
-            Operation::UpdateFinalizers => "update",
-            Operation::Apply | Operation::Adopt | Operation::Orphan | Operation::Release | Operation::WriteStatus => {
-                "patch"
-            }
+            Operation::Apply
+            | Operation::Adopt
+            | Operation::Orphan
+            | Operation::Release
+            | Operation::UpdateFinalizers
+            | Operation::WriteStatus => "patch",
         }
     }
 }

@@ -7,11 +7,15 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
-use super::context::ParentRef;
 use super::readers::{LookupSelection, Readers};
 use crate::object_key::ObjectKey;
+
+/// A parent, as the controller's queue and the ledger name it.
+pub(super) type ParentRef = ObjectRef<DynamicObject>;
 
 /// One parent's record; a record with nothing in it is not kept.
 #[derive(Debug, Default, PartialEq)]

@@ -4,14 +4,16 @@
 //! report goes through the one status task ([`status`]).
 
 mod release;
+pub mod shell;
 pub mod state;
 pub mod status;
 pub mod supervisor;
 
 use crate::metrics::StateLabel;
 use crate::source::SourceEvent;
+use shell::Shell;
 use state::State;
-use supervisor::{Shell, Supervisor};
+use supervisor::Supervisor;
 
 /// The set of running definitions.
 pub struct Registry {

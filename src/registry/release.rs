@@ -8,7 +8,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::supervisor::{Shell, resolve};
+use super::shell::{Shell, resolve};
 use crate::compile::CompiledDefinition;
 use crate::reconcile;
 use crate::watch::WatchSelection;

@@ -14,7 +14,7 @@ pub use client::Observer;
 use crate::http::{self, Health, ServeError};
 use crate::leader::{self, Election, ElectionError, Fence};
 use crate::metrics::Metrics;
-use crate::registry::supervisor::Shell;
+use crate::registry::shell::Shell;
 use crate::registry::{Registry, status};
 use crate::source::{cluster, files};
 use crate::watch::Watches;

@@ -1,0 +1,83 @@
+//! What every controller task of the registry shares (the [`Shell`]), and building one
+//! definition's controller context from it: the supervisor starts controllers with it,
+//! and releasing a kind's parents reads them through it.
+
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::status::Reports;
+use crate::compile::CompiledDefinition;
+use crate::gvk::Gvk;
+use crate::metrics::Metrics;
+use crate::reconcile::Context;
+use crate::watch::{WatchError, WatchLease, WatchSelection, Watches};
+
+/// What every controller task shares.
+#[derive(Clone)]
+pub struct Shell {
+    /// The API client.
+    pub client: Client,
+    /// The process's watches.
+    pub watches: Arc<Watches>,
+    /// Parents reconciled at once per definition.
+    pub concurrency: u16,
+    /// Where counts go.
+    pub metrics: Arc<Metrics>,
+    /// Where status reports go.
+    pub reports: Reports,
+    /// The conversion webhook CRDs point at, when this process serves one.
+    pub webhook: Option<crate::crd::Webhook>,
+    /// Who stores objects anew when a storage version changes.
+    pub storage_migration: crate::migrate::Method,
+    /// Who reports this process's events (the Pod's name), when known.
+    pub instance: Option<String>,
+}
+
+/// Builds a controller context, or says which kind is not served or not allowed yet.
+pub(super) async fn resolve(
+    shell: &Shell,
+    def: &Arc<CompiledDefinition>,
+    kinds_seen: &[Gvk],
+) -> Result<Context, (&'static str, String)> {
+    let watches = &shell.watches;
+    let owner = def.name.as_str();
+    let fail = |e: WatchError| (e.reason(), e.to_string());
+    let parents = watches
+        .acquire(&def.parent, parent_selection(def), owner)
+        .await
+        .map_err(fail)?;
+    let current = def.all_child_kinds();
+    let mut children = Vec::new();
+    for gvk in kinds_seen {
+        match watches.acquire(gvk, WatchSelection::Managed, owner).await {
+            Ok(w) => children.push(w),
+            // A kind only an earlier version used may be gone; the current ones must exist.
+            Err(e) if current.contains(gvk) => return Err(fail(e)),
+            Err(_) => {}
+        }
+    }
+    let mut lookups: Vec<WatchLease> = Vec::new();
+    for gvk in def.lookup_kinds() {
+        lookups.push(watches.acquire(&gvk, WatchSelection::All, owner).await.map_err(fail)?);
+    }
+    Ok(Context::new(
+        shell.client.clone(),
+        def.clone(),
+        shell.metrics.clone(),
+        parents,
+        children,
+        lookups,
+    )
+    .serving(watches.namespaces())
+    .reporting_as(shell.instance.clone()))
+}
+
+/// Which parents a definition's watch sees: a decorator's label selector goes to the API
+/// server, so objects it does not decorate are never held in memory.
+pub(super) fn parent_selection(def: &CompiledDefinition) -> WatchSelection {
+    match def.parent_label_query() {
+        Some(query) => WatchSelection::Labels(query.to_string()),
+        None => WatchSelection::All,
+    }
+}
