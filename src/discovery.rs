@@ -37,6 +37,10 @@ pub fn api(client: &Client, namespace: Option<&str>, resource: &ApiResource) -> 
 }
 
 /// Asks the API server for one kind.
+///
+/// # Errors
+///
+/// The API server does not serve the kind, or cannot be reached.
 pub async fn resolve(client: &Client, gvk: &Gvk) -> Result<Resolved, DiscoveryError> {
     let wanted = GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind);
     let (resource, caps) = pinned_kind(client, &wanted).await.map_err(|source| DiscoveryError {

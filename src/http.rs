@@ -56,6 +56,10 @@ pub struct ServeError {
 }
 
 /// Binds `addr` and serves until the process ends; returns the bound address.
+///
+/// # Errors
+///
+/// `addr` cannot be bound.
 pub async fn serve(addr: SocketAddr, health: Arc<Health>, metrics: Arc<Metrics>) -> Result<SocketAddr, ServeError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await

@@ -116,6 +116,11 @@ pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
 
 /// Migrates `def`'s parents to its storage version if objects may be stored at another,
 /// calling `report` with the progress (once when there is nothing to do).
+///
+/// # Errors
+///
+/// The CRD cannot be read or patched, the cluster's migration failed, or the rewrite fails;
+/// progress made so far is kept and resumes.
 pub async fn run(
     client: &kube::Client,
     def: &CompiledDefinition,

@@ -11,6 +11,10 @@ impl<T: Send + 'static> Owned<T> {
     }
 
     /// Waits for the task to finish.
+    ///
+    /// # Errors
+    ///
+    /// The task panicked or was aborted.
     pub async fn join(mut self) -> Result<T, tokio::task::JoinError> {
         (&mut self.0).await
     }

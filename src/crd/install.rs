@@ -76,6 +76,12 @@ pub enum InstallError {
 /// writes nothing) or the change could lose data, and waits up to 10 s until it is
 /// Established. Returns every child kind the CRD records for the definition (see
 /// [`child_kinds`]); none when the definition installs no CRD.
+///
+/// # Errors
+///
+/// The CRD cannot be built or read, exists and is not Stencil's, would lose data (without
+/// the definition's `allow-breaking-changes`), needs a webhook this process does not serve,
+/// is refused by the API server, or is not Established within 10 s.
 pub async fn install(
     client: &kube::Client,
     def: &CompiledDefinition,

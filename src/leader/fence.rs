@@ -113,6 +113,10 @@ impl Fence {
     }
 
     /// Lets a request through, or refuses it when it writes and the fence is closed.
+    ///
+    /// # Errors
+    ///
+    /// A write while the fence is closed ([`Fenced`]); reads always pass.
     pub fn check<B>(&self, req: Request<B>) -> Result<Request<B>, Fenced> {
         if req.method() == Method::GET {
             return Ok(req);

@@ -80,6 +80,11 @@ pub struct Election {
 impl Election {
     /// Joins the election. `client` must not be fenced: renewing the Lease is the one write
     /// a leader makes past its deadline.
+    ///
+    /// # Errors
+    ///
+    /// The timings do not fit together (renew deadline, lease duration, retry period), or
+    /// the Lease cannot be joined.
     pub async fn start(client: Client, settings: &Settings, metrics: &Metrics) -> Result<Election, ElectionError> {
         let (lease, renew, retry) = (
             settings.lease_duration.as_secs().max(2),
@@ -141,6 +146,10 @@ impl Election {
 
     /// Waits until this process leads; fails when the election task has stopped, since
     /// a standby that can never lead must not look healthy.
+    ///
+    /// # Errors
+    ///
+    /// The election task stopped before this process led.
     pub async fn acquired(&mut self) -> Result<(), ElectionError> {
         renewed_by_us(&mut self.leader, &self.fence).await
     }

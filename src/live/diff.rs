@@ -211,6 +211,11 @@ fn indent(text: &str, by: &str) -> String {
 
 /// Compares one parent: renders it with the new definition over its live world, and
 /// asks the API server (dry run) what each apply would store.
+///
+/// # Errors
+///
+/// The cluster cannot be read; a render failure or a refused dry run is part of the diff,
+/// not an error.
 pub async fn parent(
     client: &Client,
     def: &CompiledDefinition,

@@ -55,6 +55,10 @@ pub struct Kinds {
 impl Kinds {
     /// Asks discovery for every kind `def` uses. A child kind that is not served yet is
     /// left out: no object of it can exist.
+    ///
+    /// # Errors
+    ///
+    /// The parent kind or a lookup kind is not served, or discovery fails.
     pub async fn resolve(client: &Client, def: &CompiledDefinition) -> Result<Kinds, LiveError> {
         let parent = discovery::resolve(client, &def.parent).await?;
         let mut scopes = Scopes::default();
@@ -88,6 +92,10 @@ impl Kinds {
     }
 
     /// Every object of the child kinds that `selector` selects, by parent UID.
+    ///
+    /// # Errors
+    ///
+    /// A child kind cannot be listed.
     pub async fn children(&self, client: &Client, selector: &str) -> Result<BTreeMap<String, Vec<Value>>, LiveError> {
         let mut by_parent: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for (gvk, resolved) in &self.children {
@@ -115,6 +123,10 @@ impl Kinds {
 
     /// Reads one object of a child or lookup kind; `None` when it does not exist or its
     /// kind is not served.
+    ///
+    /// # Errors
+    ///
+    /// The API server refuses the read or cannot be reached.
     pub async fn get(
         &self,
         client: &Client,
@@ -141,6 +153,10 @@ impl Kinds {
 
     /// Lists the objects of a lookup kind that a label selector matches, in one namespace
     /// or (`None`) all; empty when the kind is not served.
+    ///
+    /// # Errors
+    ///
+    /// The API server refuses the list or cannot be reached.
     pub async fn list(
         &self,
         client: &Client,
@@ -213,6 +229,10 @@ impl Snapshot {
     /// Reads the lookups of `parent` and the existing objects its desired children name,
     /// given its observed `children`. A render failure is returned as is: the caller
     /// reports it.
+    ///
+    /// # Errors
+    ///
+    /// A lookup or an existing object cannot be read.
     pub async fn read(
         client: &Client,
         def: &CompiledDefinition,

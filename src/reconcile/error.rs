@@ -100,6 +100,10 @@ impl std::fmt::Display for Operation {
 
 impl ReconcileError {
     /// One error for all that failed, or none.
+    ///
+    /// # Errors
+    ///
+    /// The one error when only one failed, else [`ReconcileError::Several`].
     pub fn all(mut errors: Vec<ReconcileError>) -> Result<(), ReconcileError> {
         match errors.len() {
             0 => Ok(()),

@@ -92,6 +92,10 @@ pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), 
 }
 
 /// Removes Stencil's finalizer from a parent, leaving any other.
+///
+/// # Errors
+///
+/// The API server refuses the patch or cannot be reached.
 pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result<(), kube::Error> {
     let remove = |f: &[String]| {
         f.iter()

@@ -50,6 +50,12 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(60);
 const REPLACING_RETRY: Duration = Duration::from_secs(10);
 
 /// Reconciles one parent.
+///
+/// # Errors
+///
+/// A write, read or status update the API server refuses or does not answer, a render that
+/// waits on another object, or a child kind that is not watched; the controller retries
+/// with backoff ([`error_policy`]).
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let me = ctx.parent_ref(&parent);
     let name = ctx.def.name.clone();

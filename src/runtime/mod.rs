@@ -120,6 +120,11 @@ impl Runtime {
     }
 
     /// Runs until `shutdown` resolves, the sources end, or leadership is lost.
+    ///
+    /// # Errors
+    ///
+    /// The client cannot be built, a source or the webhook cannot start, the metrics
+    /// address cannot be bound, or leadership is lost.
     pub async fn run(self, shutdown: impl std::future::Future<Output = ()>) -> Result<(), RuntimeError> {
         let Runtime {
             config,

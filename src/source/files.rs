@@ -32,6 +32,10 @@ const GOLDEN_SUFFIXES: [&str; 2] = [".case.yaml", ".expected.yaml"];
 /// Every YAML file at or below `path`, sorted so loading is deterministic. In a directory,
 /// golden cases (`*.case.yaml`, `*.expected.yaml`) are not definitions and are left out,
 /// so the directory `stencil new` writes loads as it is.
+///
+/// # Errors
+///
+/// `path` cannot be read.
 pub fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
     files_below(path, &|name| {
         (name.ends_with(".yaml") || name.ends_with(".yml")) && !GOLDEN_SUFFIXES.iter().any(|s| name.ends_with(s))
@@ -40,6 +44,10 @@ pub fn yaml_files(path: &Path) -> Result<Vec<PathBuf>, ReadError> {
 
 /// `path` itself when it is a file; otherwise every file below it whose name `keep`
 /// accepts, sorted, leaving out hidden entries.
+///
+/// # Errors
+///
+/// `path`, or a directory below it, cannot be read.
 pub fn files_below(path: &Path, keep: &dyn Fn(&str) -> bool) -> Result<Vec<PathBuf>, ReadError> {
     let err = |source| ReadError {
         path: path.display().to_string(),
@@ -82,6 +90,11 @@ fn compile_found(path: &Path, file: &Path, text: &str) -> (Vec<CompiledDefinitio
 }
 
 /// Reads and compiles every definition at or below `paths`.
+///
+/// # Errors
+///
+/// A path or a file cannot be read; a definition that does not compile is a diagnostic, not
+/// an error.
 pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
     let mut loaded = Loaded::default();
     for path in paths {
@@ -212,6 +225,10 @@ pub type FileWatch =
 
 /// Loads the definitions under `paths`, sends them, and keeps sending changes as files
 /// are created, edited or deleted (including a ConfigMap volume's `..data` swap).
+///
+/// # Errors
+///
+/// The file watcher cannot watch one of `paths`.
 pub fn watch(
     paths: Vec<PathBuf>,
     tx: tokio::sync::mpsc::UnboundedSender<super::SourceEvent>,

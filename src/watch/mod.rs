@@ -211,6 +211,11 @@ impl Watches {
     /// A lease on the watch of a kind for `owner`, started on first use. It returns once
     /// the store holds its first list, or with the reason it cannot: the kind is not
     /// served, the list is forbidden, or it did not arrive within the sync timeout.
+    ///
+    /// # Errors
+    ///
+    /// The kind is not served, listing it is forbidden, or the first list did not arrive
+    /// within the sync timeout.
     pub async fn acquire(&self, gvk: &Gvk, selection: WatchSelection, owner: &str) -> Result<WatchLease, WatchError> {
         let lease = match self.running(gvk, selection.clone()) {
             Some(lease) => lease,

@@ -88,6 +88,10 @@ pub fn hosts(endpoint: &Endpoint) -> Vec<String> {
 }
 
 /// A fresh CA, and a serving certificate it signs for `hosts`.
+///
+/// # Errors
+///
+/// The certificates cannot be made (a host that is not a DNS name or IP address).
 pub fn generate(hosts: &[String]) -> Result<Certificates, CertError> {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
     let now = time::OffsetDateTime::now_utc();
@@ -122,6 +126,10 @@ pub fn generate(hosts: &[String]) -> Result<Certificates, CertError> {
 
 /// The certificate in `dir`: `tls.crt` and `tls.key`, and `ca.crt` when the CA is not
 /// the certificate itself (as cert-manager writes them).
+///
+/// # Errors
+///
+/// A file is missing or is not PEM.
 pub fn read_dir(dir: &Path) -> Result<Certificates, CertError> {
     let read = |name: &str| {
         let path = dir.join(name);
@@ -140,6 +148,10 @@ pub fn read_dir(dir: &Path) -> Result<Certificates, CertError> {
 }
 
 /// The TLS settings that serve `certs`, with the ring provider Stencil's client uses too.
+///
+/// # Errors
+///
+/// The certificate or key cannot serve TLS.
 pub fn server_config(certs: &Certificates, what: &str) -> Result<Arc<ServerConfig>, CertError> {
     let pem = |message: String| CertError::Pem {
         what: what.to_string(),
@@ -161,6 +173,10 @@ pub fn server_config(certs: &Certificates, what: &str) -> Result<Arc<ServerConfi
 
 /// The certificate kept in Secret `namespace/name`, made (or remade, when it does not
 /// cover `hosts`) if needed. Replicas racing to make it all end up with the one stored.
+///
+/// # Errors
+///
+/// The Secret cannot be read or written, or what it holds cannot serve.
 pub async fn from_secret(
     client: &kube::Client,
     namespace: &str,

@@ -90,6 +90,10 @@ struct App {
 /// Gets the certificate, binds `settings.addr` and serves ConversionReviews from
 /// `conversions`. `client` reads and writes the certificate's Secret; it must not be
 /// fenced, since standbys serve too.
+///
+/// # Errors
+///
+/// The certificate cannot be had, or the address cannot be bound.
 pub async fn start(
     client: &kube::Client,
     settings: &Settings,

@@ -134,6 +134,10 @@ impl Webhook {
 /// version gets the status subresource, since Stencil writes parent status through it.
 /// Versions that convert by template point the API server at `webhook`; without one
 /// (offline) the CRD carries no conversion, and Stencil adds it when it installs.
+///
+/// # Errors
+///
+/// A version's schema is not an OpenAPI v3 schema Kubernetes accepts (`CrdError::Schema`).
 pub fn parent_crd(
     def: &CompiledDefinition,
     webhook: Option<&Webhook>,
@@ -225,6 +229,10 @@ pub enum CrdVerdict {
 
 /// The CRD a definition installs, as applied (with its applied-hash annotation), and what
 /// applying it over `live` would do. `None` when the definition declares no CRD.
+///
+/// # Errors
+///
+/// The definition's CRD cannot be built ([`parent_crd`]).
 pub fn verdict(
     def: &CompiledDefinition,
     live: Option<&CustomResourceDefinition>,

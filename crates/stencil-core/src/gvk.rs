@@ -21,6 +21,10 @@ pub struct ApiVersionError(pub String);
 
 impl Gvk {
     /// Builds a GVK from an apiVersion and a kind.
+    ///
+    /// # Errors
+    ///
+    /// `api_version` is neither `group/version` nor a bare core version.
     pub fn parse(api_version: &str, kind: &str) -> Result<Gvk, ApiVersionError> {
         let bad = || ApiVersionError(api_version.to_string());
         let (group, version) = match api_version.split_once('/') {

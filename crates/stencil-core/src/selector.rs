@@ -75,6 +75,10 @@ impl std::hash::Hash for Matcher {
 impl Matcher {
     /// Parses a selector; an operator Kubernetes does not know, or values where an
     /// operator takes none, is an error naming the expression.
+    ///
+    /// # Errors
+    ///
+    /// An expression with an unknown operator, or with values where its operator takes none.
     pub fn new(sel: &LabelSelector) -> Result<Matcher, SelectorError> {
         for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
             let n = e.values.as_ref().map_or(0, Vec::len);

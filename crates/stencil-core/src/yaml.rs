@@ -62,21 +62,38 @@ fn options() -> serde_saphyr::Options {
 }
 
 /// Reads every non-empty document of a YAML stream.
+///
+/// # Errors
+///
+/// The text is not YAML, holds a duplicate key, a document does not fit `T`, or the stream
+/// is over the document budget; the error has the line and column.
 pub fn documents<T: DeserializeOwned>(text: &str) -> Result<Vec<T>, YamlError> {
     Ok(serde_saphyr::from_multiple_with_options::<T>(text, options())?)
 }
 
 /// Reads exactly one YAML document.
+///
+/// # Errors
+///
+/// The text is not one YAML document that fits `T`; the error has the line and column.
 pub fn document<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     Ok(serde_saphyr::from_str_with_options::<T>(text, options())?)
 }
 
 /// Writes a value as one YAML document, without a leading `---`.
+///
+/// # Errors
+///
+/// The value cannot be written as YAML (a map with keys that are not strings).
 pub fn to_string<T: Serialize>(value: &T) -> Result<String, WriteError> {
     serde_saphyr::to_string(value).map_err(|e| WriteError(e.to_string()))
 }
 
 /// Writes values as a YAML stream, each document introduced by `---`.
+///
+/// # Errors
+///
+/// A value cannot be written as YAML ([`to_string`]).
 pub fn to_stream(values: &[Value]) -> Result<String, WriteError> {
     let mut out = String::new();
     for value in values {

@@ -106,6 +106,10 @@ impl CompiledDefinition {
     }
 
     /// A compiled template by its name in the definition's environment ([`names`]).
+    ///
+    /// # Errors
+    ///
+    /// No template of that name was compiled.
     pub fn template(&self, name: &str) -> Result<minijinja::Template<'_, '_>, minijinja::Error> {
         self.env.get_template(name)
     }

@@ -325,8 +325,7 @@ fn read_one(file: &str, whole: &str, chunk: &str) -> Result<(OperatorDefinition,
     };
     // Another kind of object is said to be one before its fields are held to a
     // definition's: "found v1 ConfigMap", not "unknown field `data`".
-    let loose: Value =
-        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
+    let loose: Value = crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e)))?;
     let text = |key: &str| loose.get(key).and_then(Value::as_str).unwrap_or_default().to_string();
     let (api_version, kind) = (text("apiVersion"), text("kind"));
     if !kind.is_empty() && (api_version != API_VERSION || kind != KIND) {
@@ -337,10 +336,8 @@ fn read_one(file: &str, whole: &str, chunk: &str) -> Result<(OperatorDefinition,
             .map_or(1, |i| i as u64 + 1);
         return Err(fail(line, 1, CompileError::NotADefinition { api_version, kind }));
     }
-    let doc: Document =
-        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
-    let spans: SpanDoc =
-        crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e.message)))?;
+    let doc: Document = crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e)))?;
+    let spans: SpanDoc = crate::yaml::document(chunk).map_err(|e| fail(e.line, e.column, CompileError::Yaml(e)))?;
     let locator = Locator {
         file: file.to_string(),
         text: whole.to_string(),

@@ -24,6 +24,11 @@ fn literal(value: &str) -> Option<String> {
 
 /// Every kind the template declares, in order of first appearance; with the line
 /// (1-based, in the template) of the first offending line on error.
+///
+/// # Errors
+///
+/// An `apiVersion:` or `kind:` line that is templated, not valid, or a kind before any
+/// apiVersion; or no such lines at all.
 pub fn declared_kinds(template: &str) -> Result<Vec<Gvk>, (KindError, u64)> {
     let mut kinds: Vec<Gvk> = Vec::new();
     let mut api_version: Option<String> = None;

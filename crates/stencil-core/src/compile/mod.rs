@@ -8,6 +8,7 @@ mod document;
 pub mod functions;
 mod kinds;
 pub(crate) mod names;
+mod order;
 mod position;
 mod reads;
 pub mod rules;
@@ -36,9 +37,10 @@ use rules::Rule;
 /// Why a definition does not compile.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompileError {
-    /// The YAML is malformed, has an unknown field or a value of the wrong type.
-    #[error("{0}")]
-    Yaml(String),
+    /// The YAML is malformed, has an unknown field or a value of the wrong type. The
+    /// diagnostic carries its position; the message says the rest.
+    #[error("{}", .0.message)]
+    Yaml(#[source] crate::yaml::YamlError),
     /// The document is not an OperatorDefinition.
     #[error("expected apiVersion stencil.dev/v1alpha1 and kind OperatorDefinition, found {api_version} {kind}")]
     NotADefinition {
@@ -65,9 +67,9 @@ pub enum CompileError {
     /// A template does not parse.
     #[error("template: {0}")]
     Template(String),
-    /// A JSONPath rule does not parse.
-    #[error("{0}")]
-    Rule(String),
+    /// A rule does not parse.
+    #[error(transparent)]
+    Rule(#[from] rules::RuleError),
 }
 
 /// Compiles every definition in a file. Returns the definitions that compiled and the
@@ -88,6 +90,10 @@ pub fn compile_file(file: &str, text: &str) -> (Vec<CompiledDefinition>, Diagnos
 }
 
 /// Compiles a definition read from the cluster; positions are relative to each template.
+///
+/// # Errors
+///
+/// Every problem of the definition, each with its field and position.
 pub fn compile_resource(resource: &OperatorDefinition) -> Result<CompiledDefinition, Diagnostics> {
     let name = resource.metadata.name.clone().unwrap_or_default();
     compile_with(resource, &Locator::detached(format!("OperatorDefinition/{name}")))
@@ -245,7 +251,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             }
             Err(e) => {
                 let inner = Some((e.line, e.column));
-                report(field, CompileError::Rule(e.to_string()), inner);
+                report(field, CompileError::Rule(e), inner);
                 None
             }
         }

@@ -76,6 +76,11 @@ pub struct Rule {
 
 impl Rule {
     /// Parses a rule: a JSONPath starting with `$`, or `{{ expression }}`.
+    ///
+    /// # Errors
+    ///
+    /// The rule is neither a JSONPath starting with `$` nor one expression in `{{ }}`, or it
+    /// does not parse; the error has its line and column.
     pub fn compile(source: &str) -> Result<Rule, RuleError> {
         let trimmed = source.trim();
         let fail = |offset: usize, message: String| {
@@ -138,6 +143,10 @@ impl Rule {
 
     /// Every node a JSONPath selects, in document order; an expression's value, or nothing
     /// when it is undefined or none.
+    ///
+    /// # Errors
+    ///
+    /// An expression fails while it is evaluated (see [`RuleFailure`]); a JSONPath never does.
     pub fn select(&self, document: &Value) -> Result<Vec<Value>, RuleFailure> {
         match &self.form {
             // A query that evaluates to a bare value instead of nodes selects nothing.
@@ -158,6 +167,10 @@ impl Rule {
     }
 
     /// Whether the rule holds (see the module documentation for the truth rule).
+    ///
+    /// # Errors
+    ///
+    /// As [`Rule::select`].
     pub fn holds(&self, document: &Value) -> Result<bool, RuleFailure> {
         match &self.form {
             Form::Path(_) => Ok(self

@@ -129,7 +129,7 @@ fn required(value: Value, message: Option<String>) -> Result<Value, Error> {
 
 /// A DNS-1123 label made from any string: lower-case alphanumerics and '-', at most
 /// `max` (63) characters; a value that had to be cut ends with a stable hash suffix.
-pub fn dns_label(value: Value, kwargs: Kwargs) -> Result<String, Error> {
+fn dns_label(value: Value, kwargs: Kwargs) -> Result<String, Error> {
     let text = text_of(&value)?;
     let max: usize = kwargs.get::<Option<usize>>("max")?.unwrap_or(MAX_LABEL_VALUE);
     kwargs.assert_all_used()?;

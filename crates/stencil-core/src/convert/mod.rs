@@ -78,6 +78,11 @@ pub enum ConvertError {
 }
 
 /// `object` converted to `version` of its CRD, through the storage version.
+///
+/// # Errors
+///
+/// The definition declares no CRD, a version is not one of its versions, a conversion
+/// template fails, or its output does not satisfy the target version's schema.
 pub fn convert(def: &CompiledDefinition, object: &Value, version: &str) -> Result<Value, ConvertError> {
     let crd = def
         .spec

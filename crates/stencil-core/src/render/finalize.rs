@@ -39,6 +39,10 @@ impl FinalizeOutput {
 }
 
 /// Renders the finalize step of a parent being deleted.
+///
+/// # Errors
+///
+/// A finalize child's template or rule fails: the failure lists every error with its place.
 pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<FinalizeOutput, RenderFailure> {
     let info = ParentInfo::new(def, input.parent).serving(input.served);
     let context = context(def, &input);

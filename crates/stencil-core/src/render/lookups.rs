@@ -76,6 +76,11 @@ pub fn string_map(v: Option<&Value>) -> Option<BTreeMap<String, String>> {
 
 /// The objects to fetch as lookups for this parent, with their names, namespaces and
 /// selectors rendered.
+///
+/// # Errors
+///
+/// A name, namespace or selector template fails, or a lookup names a namespace the
+/// definition may not read.
 pub fn lookup_requests(
     def: &CompiledDefinition,
     parent: &Value,

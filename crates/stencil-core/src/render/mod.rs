@@ -343,6 +343,11 @@ fn context(def: &CompiledDefinition, input: &RenderInput<'_>) -> Value {
 }
 
 /// Renders a parent: its desired children, the children still waiting, and its status.
+///
+/// # Errors
+///
+/// A template, a status rule or a rendered object is wrong, or the parent does not satisfy
+/// its schema: the failure lists every error with its place; nothing is rendered then.
 pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<RenderOutput, RenderFailure> {
     let info = ParentInfo::new(def, input.parent).serving(input.served);
     let meta = |key: &str| string_map(input.parent.pointer(&format!("/metadata/{key}")));
