@@ -6,6 +6,7 @@ RUN rustup target add x86_64-unknown-linux-musl && apt-get update && apt-get ins
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY charts/stencil/crds ./charts/stencil/crds
 COPY charts/stencil/files ./charts/stencil/files
 COPY operators ./operators
