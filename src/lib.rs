@@ -11,22 +11,23 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub use stencil_core::{
-    applied, compile, conditions, convert, definition, gvk, immutable, json_schema, labels, object_key, offline,
-    ownership, quantity, readiness, render, schema_change, selector, structural, yaml,
-};
+// The core as the binary, the tests and the bench use it; the rest of it serves the
+// cluster side only.
+pub use stencil_core::{applied, compile, convert, definition, gvk, json_schema, labels, offline, render, yaml};
+pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector};
 
 pub mod crd;
-pub mod discovery;
-pub mod http;
 pub mod leader;
 pub mod live;
 pub mod metrics;
 pub mod migrate;
-pub mod reconcile;
 pub mod registry;
 pub mod runtime;
 pub mod source;
-pub mod tasks;
-pub mod watch;
 pub mod webhook;
+
+mod discovery;
+mod http;
+mod reconcile;
+mod tasks;
+mod watch;

@@ -3,7 +3,7 @@
 //! version, and only then are the old versions dropped from the CRD's
 //! `status.storedVersions`. After that an old version can be removed without losing
 //! anything. Where the cluster migrates storage itself (a `StorageVersionMigration`,
-//! [`cluster`]), Stencil asks it to; elsewhere it rewrites every object (a no-op update
+//! `cluster`), Stencil asks it to; elsewhere it rewrites every object (a no-op update
 //! the API server stores at the new version). Progress goes to the definition's status.
 
 mod cluster;

@@ -9,15 +9,6 @@ impl<T: Send + 'static> Owned<T> {
     pub fn spawn(future: impl std::future::Future<Output = T> + Send + 'static) -> Owned<T> {
         Owned(tokio::spawn(future))
     }
-
-    /// Waits for the task to finish.
-    ///
-    /// # Errors
-    ///
-    /// The task panicked or was aborted.
-    pub async fn join(mut self) -> Result<T, tokio::task::JoinError> {
-        (&mut self.0).await
-    }
 }
 
 impl<T> Drop for Owned<T> {

@@ -20,7 +20,7 @@ use crate::object_key::ObjectKey;
 use crate::watch::{SharedWatch, WatchLease};
 
 /// Default seconds between resyncs when a definition sets none.
-pub const DEFAULT_RESYNC_SECONDS: u32 = 300;
+const DEFAULT_RESYNC_SECONDS: u32 = 300;
 
 /// A parent's key in the per-parent maps.
 pub(super) use super::ledger::ParentRef;

@@ -16,7 +16,7 @@ mod teardown;
 mod triggers;
 
 pub use collect::strays;
-pub use context::{Context, DEFAULT_RESYNC_SECONDS, Decorated};
+pub use context::{Context, Decorated};
 pub use error::{Operation, ReconcileError};
 pub use finalize::release;
 
