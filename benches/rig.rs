@@ -25,6 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::{Value, json};
+use stencil_core::fixtures::{self, ParentKind, child};
 
 const GROUP: &str = "bench.stencil.dev";
 const PLAIN_CONCURRENCY: usize = 32;
@@ -77,60 +78,23 @@ async fn admin() -> Client {
 }
 
 fn definition(resync: u64, replicas: u64) -> String {
-    format!(
-        r#"apiVersion: stencil.dev/v1alpha1
-kind: OperatorDefinition
-metadata:
-  name: apps.{GROUP}
-spec:
-  parent: {{apiVersion: {GROUP}/v1, kind: App}}
-  crd:
-    names: {{plural: apps}}
-    versions:
-      - name: v1
-        served: true
-        storage: true
-        schema:
-          openAPIV3Schema:
-            type: object
-            properties:
-              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-  resyncSeconds: {resync}
-  children:
-    - name: config
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata:
-          name: {{{{ parent.metadata.name }}}}
-        data:
-          greeting: {{{{ parent.spec.greeting | quote }}}}
-    - name: service
-      template: |
-        apiVersion: v1
-        kind: Service
-        metadata:
-          name: {{{{ parent.metadata.name }}}}
-        spec:
-          clusterIP: None
-          selector: {{app: {{{{ parent.metadata.name }}}}}}
-          ports: [{{port: 80}}]
-    - name: deployment
-      template: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata:
-          name: {{{{ parent.metadata.name }}}}
-        spec:
-          replicas: {replicas}
-          selector: {{matchLabels: {{app: {{{{ parent.metadata.name }}}}}}}}
-          template:
-            metadata: {{labels: {{app: {{{{ parent.metadata.name }}}}}}}}
-            spec:
-              containers: [{{name: app, image: nginx, resources: {{requests: {{cpu: 1000m, memory: 64Mi}}}}}}]
-"#
-    )
+    let app = ParentKind {
+        group: GROUP,
+        kind: "App",
+        plural: "apps",
+    };
+    let config = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}\ndata:\n  greeting: {{ parent.spec.greeting | quote }}";
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ parent.metadata.name }}\nspec:\n  clusterIP: None\n  selector: {app: {{ parent.metadata.name }}}\n  ports: [{port: 80}]";
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{{{ parent.metadata.name }}}}\nspec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: {{{{ parent.metadata.name }}}}}}}}\n  template:\n    metadata: {{labels: {{app: {{{{ parent.metadata.name }}}}}}}}\n    spec:\n      containers: [{{name: app, image: nginx, resources: {{requests: {{cpu: 1000m, memory: 64Mi}}}}}}]"
+    );
+    let children = [
+        child("config", config),
+        child("service", service),
+        child("deployment", &deployment),
+    ]
+    .concat();
+    fixtures::definition(app, &children, &format!("  resyncSeconds: {resync}\n"))
 }
 
 /// Stencil's rules, as `stencil rbac` derives them for the bench's definition.

@@ -464,7 +464,7 @@ async fn a_parent_that_breaks_its_schema_or_its_template_affects_no_other() {
     let group = unique_group();
     let ns = TestNamespace::new(&client, "badparent").await;
     let strict = definition(&group, &child("cm", CM), "").replace(
-        "spec: {type: object, x-kubernetes-preserve-unknown-fields: true}",
+        stencil_core::fixtures::OPEN_SPEC,
         "spec: {type: object, properties: {size: {type: integer, minimum: 0}}}",
     );
     let _stencil = serve(&client, &group, strict).await;

@@ -27,7 +27,7 @@ fn widgets(group: &str, tier: bool, annotation: bool) -> OperatorDefinition {
         "",
     )
     .replace(
-        "spec: {type: object, x-kubernetes-preserve-unknown-fields: true}",
+        stencil_core::fixtures::OPEN_SPEC,
         &format!("spec: {{type: object, properties: {{size: {{type: integer}}{tier}}}}}"),
     );
     let mut def: OperatorDefinition = stencil::yaml::document(&text).unwrap();

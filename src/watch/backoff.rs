@@ -1,8 +1,11 @@
 //! How a failing watch waits before it retries, and how its error reads on a status.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::watcher;
+
+use super::WatchError;
 
 /// 0.5 s doubling to 5 s, so a watch is back within seconds of the API server (kube's
 /// default waits up to 30 s).
@@ -46,45 +49,49 @@ impl kube::runtime::utils::Backoff for RetryBackoff {
 const CURRENT_FOR: Duration = Duration::from_secs(20);
 
 /// What went wrong with a watch, as the definition's status reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct WatchFailure {
-    /// True when the API server refused the list or watch (403).
-    pub forbidden: bool,
-    /// The message; a forbidden one names the rule to add.
-    pub message: String,
-    /// When it happened.
-    pub at: tokio::time::Instant,
+    plural: String,
+    /// The RBAC rule that lets Stencil list and watch the kind.
+    rule: String,
+    source: Arc<watcher::Error>,
+    at: tokio::time::Instant,
 }
 
 impl WatchFailure {
+    /// Records `source`, a failure to list or watch the kind `ar`, as of now.
+    pub(super) fn new(source: watcher::Error, ar: &kube::core::ApiResource) -> Self {
+        WatchFailure {
+            plural: ar.plural.clone(),
+            rule: crate::gvk::missing_rule(&ar.group, &ar.plural, "list, watch"),
+            source: Arc::new(source),
+            at: tokio::time::Instant::now(),
+        }
+    }
+
     /// Whether the watch may still be failing: no retry has gone by without a failure.
     pub fn current(&self) -> bool {
         self.at.elapsed() < CURRENT_FOR
     }
-}
 
-/// A watch error as a status message.
-pub(super) fn describe(e: &watcher::Error, ar: &kube::core::ApiResource) -> WatchFailure {
-    let inner = match e {
-        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
-            Some(k)
+    /// The failure as an error; one the API server refused (403) names the rule to add.
+    pub fn to_error(&self) -> WatchError {
+        let inner = match &*self.source {
+            watcher::Error::InitialListFailed(k)
+            | watcher::Error::WatchStartFailed(k)
+            | watcher::Error::WatchFailed(k) => Some(k),
+            _ => None,
+        };
+        match inner {
+            Some(kube::Error::Api(status)) if status.code == 403 => WatchError::Forbidden {
+                plural: self.plural.clone(),
+                rule: self.rule.clone(),
+                source: self.source.clone(),
+            },
+            _ => WatchError::Failed {
+                plural: self.plural.clone(),
+                source: self.source.clone(),
+            },
         }
-        _ => None,
-    };
-    match inner {
-        Some(kube::Error::Api(status)) if status.code == 403 => WatchFailure {
-            forbidden: true,
-            at: tokio::time::Instant::now(),
-            message: format!(
-                "forbidden to list and watch {}: add the rule {}",
-                ar.plural,
-                crate::gvk::missing_rule(&ar.group, &ar.plural, "list, watch")
-            ),
-        },
-        _ => WatchFailure {
-            forbidden: false,
-            at: tokio::time::Instant::now(),
-            message: format!("watching {}: {e}", ar.plural),
-        },
     }
 }

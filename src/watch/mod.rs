@@ -45,11 +45,25 @@ pub enum WatchError {
     #[error(transparent)]
     NotServed(#[from] DiscoveryError),
     /// The API server refused to list or watch the kind.
-    #[error("{0}")]
-    Forbidden(String),
+    #[error("forbidden to list and watch {plural}: add the rule {rule}")]
+    Forbidden {
+        /// The kind's plural.
+        plural: String,
+        /// The RBAC rule to add.
+        rule: String,
+        /// The API server's answer.
+        #[source]
+        source: Arc<watcher::Error>,
+    },
     /// The first list failed for another reason.
-    #[error("{0}")]
-    Failed(String),
+    #[error("watching {plural}: {source}")]
+    Failed {
+        /// The kind's plural.
+        plural: String,
+        /// What failed.
+        #[source]
+        source: Arc<watcher::Error>,
+    },
     /// The first list did not arrive in time; it goes on, and the next attempt waits for it.
     #[error(
         "the first list of {kind} has not completed after {seconds} s; it goes on and the definition serves once it completes"
@@ -67,8 +81,8 @@ impl WatchError {
     pub fn reason(&self) -> &'static str {
         match self {
             WatchError::NotServed(_) => "NotServed",
-            WatchError::Forbidden(_) => "Forbidden",
-            WatchError::Failed(_) => "WatchFailed",
+            WatchError::Forbidden { .. } => "Forbidden",
+            WatchError::Failed { .. } => "WatchFailed",
             WatchError::Timeout { .. } => "Listing",
         }
     }
@@ -247,7 +261,7 @@ impl Watches {
         tokio::select! {
             biased;
             _ = lease.store.wait_until_ready() => Ok(()),
-            f = failed => Err(if f.forbidden { WatchError::Forbidden(f.message) } else { WatchError::Failed(f.message) }),
+            f = failed => Err(f.to_error()),
             _ = tokio::time::sleep(self.sync_timeout) => {
                 keep_listing(lease.clone());
                 Err(WatchError::Timeout {
@@ -368,7 +382,7 @@ async fn feed(
             }
             Err(e) => {
                 tracing::warn!(kind = %shared.gvk, error = %e, "watch failed; retrying");
-                shared.failed(backoff::describe(&e, &shared.resolved.resource));
+                shared.failed(WatchFailure::new(e, &shared.resolved.resource));
             }
         }
     }

@@ -163,7 +163,7 @@ impl SharedWatch {
             .borrow()
             .as_ref()
             .filter(|f| f.current())
-            .map(|f| f.message.clone())
+            .map(|f| f.to_error().to_string())
     }
 
     /// Follows the watch's failures, for a caller waiting on its first list.

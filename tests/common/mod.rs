@@ -416,36 +416,17 @@ pub const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ par
 
 /// A child entry with `template`, indented for a definition.
 pub fn child(name: &str, template: &str) -> String {
-    let body: String = template.lines().map(|l| format!("        {l}\n")).collect();
-    format!("    - name: {name}\n      template: |\n{body}")
+    stencil_core::fixtures::child(name, template)
 }
 
 /// A Widget definition in `group` with its CRD, `children` and `extra` spec fields.
 pub fn definition(group: &str, children: &str, extra: &str) -> String {
-    format!(
-        "apiVersion: stencil.dev/v1alpha1
-kind: OperatorDefinition
-metadata:
-  name: widgets.{group}
-spec:
-  parent:
-    apiVersion: {group}/v1
-    kind: Widget
-  crd:
-    names: {{plural: widgets}}
-    versions:
-      - name: v1
-        served: true
-        storage: true
-        schema:
-          openAPIV3Schema:
-            type: object
-            properties:
-              spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-              status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
-{extra}  children:
-{children}"
-    )
+    let widget = stencil_core::fixtures::ParentKind {
+        group,
+        kind: "Widget",
+        plural: "widgets",
+    };
+    stencil_core::fixtures::definition(widget, children, extra)
 }
 
 /// The condition of `type_` in an object's status.

@@ -13,6 +13,8 @@ pub mod conditions;
 pub mod convert;
 pub mod crd;
 pub mod definition;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 #[cfg(test)]
 mod fuzz;
 pub mod gvk;

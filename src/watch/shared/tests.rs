@@ -153,13 +153,19 @@ fn each_definition_sees_only_its_own_children_and_parents() {
 #[tokio::test(start_paused = true)]
 async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it() {
     let (mut writer, shared) = watch();
-    let failure = || WatchFailure {
-        forbidden: false,
-        message: "watching configmaps: connection refused".into(),
-        at: tokio::time::Instant::now(),
+    let refused = kube::core::Status::failure("connection refused", "ServiceUnavailable").with_code(503);
+    let failure = || {
+        WatchFailure::new(
+            kube::runtime::watcher::Error::WatchError(Box::new(refused.clone())),
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        )
     };
     shared.failed(failure());
-    assert!(shared.error().is_some_and(|e| e.contains("connection refused")));
+    assert!(
+        shared
+            .error()
+            .is_some_and(|e| e.starts_with("watching configmaps: ") && e.contains("connection refused"))
+    );
     feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
     assert_eq!(shared.error(), None, "an event clears it");
 
@@ -170,4 +176,16 @@ async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it(
     assert!(shared.error().is_some(), "repeated 15 s ago: still failing");
     tokio::time::advance(std::time::Duration::from_secs(10)).await;
     assert_eq!(shared.error(), None, "no retry failed for 25 s: the watch resumed");
+}
+
+/// A refused list names the rule to add and keeps the API server's answer as its source.
+#[test]
+fn a_forbidden_list_names_the_rule_and_keeps_its_source() {
+    let status = kube::core::Status::failure("secrets is forbidden", "Forbidden").with_code(403);
+    let refused = kube::runtime::watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)));
+    let error = WatchFailure::new(refused, &ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&())).to_error();
+    assert_eq!(error.reason(), "Forbidden");
+    assert!(error.to_string().contains("add the rule"), "{error}");
+    let source = std::error::Error::source(&error).expect("a typed source");
+    assert!(source.to_string().contains("secrets is forbidden"), "{source}");
 }
