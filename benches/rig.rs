@@ -1,8 +1,10 @@
 //! `make bench`: Stencil against the API server's own limit on the rig. Measures
 //! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7), and a plain kube client making the same
-//! writes; then a decorator and a selector lookup (B8, B9, [`decorate`]) and
-//! conversion through the webhook (B10, [`convert`]). Sizes come from BENCH_N,
+//! writes; B2 against a watching plain client ([`floor`]); convergence of children that
+//! need no controller manager (B1b, [`lite`]); then a decorator and a selector lookup
+//! (B8, B9, [`decorate`]) and conversion through the webhook (B10, [`convert`]).
+//! BENCH_PART=b1b, decorate or convert runs that part alone. Sizes come from BENCH_N,
 //! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results
 //! go to stdout, target/bench/results.md and target/bench/results.json.
 
@@ -10,6 +12,10 @@
 mod convert;
 #[path = "rig/decorate.rs"]
 mod decorate;
+#[path = "rig/floor.rs"]
+mod floor;
+#[path = "rig/lite.rs"]
+mod lite;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +25,7 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::TokenRequest;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -358,7 +364,8 @@ async fn count_ready(api: &Api<DynamicObject>) -> usize {
         .count()
 }
 
-/// Children of either controller: both label what they manage with
+/// Children of any controller here (ConfigMaps, Deployments, Services and Secrets): each
+/// labels what it manages with
 /// `app.kubernetes.io/managed-by`.
 async fn count_children(client: &Client, ns: &str) -> usize {
     let lp = ListParams::default().labels("app.kubernetes.io/managed-by");
@@ -377,7 +384,12 @@ async fn count_children(client: &Client, ns: &str) -> usize {
         .await
         .map(|l| l.items.len())
         .unwrap_or(0);
-    cms + deps + svcs
+    let secrets = Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0);
+    cms + deps + svcs + secrets
 }
 
 async fn namespace(client: &Client, name: &str) {
@@ -551,6 +563,16 @@ async fn apply_all(client: &Client, objects: Vec<Value>) {
     }
 }
 
+/// Installs kro's CRDs from its build.
+async fn kro_crds(client: &Client, kro: &Path) {
+    let mut crds = Vec::new();
+    for entry in std::fs::read_dir(kro.join("crds")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        crds.extend(stencil::yaml::documents::<Value>(&text).unwrap());
+    }
+    apply_all(client, crds).await;
+}
+
 /// The peer: kro runs the equivalent graph at the same N, on the same rig, under the same
 /// conditions (a non-admin identity, the same concurrency).
 async fn kro(client: &Client, n: usize, samples: usize, dir: &Path, results: &mut BTreeMap<&str, Value>) {
@@ -561,12 +583,7 @@ async fn kro(client: &Client, n: usize, samples: usize, dir: &Path, results: &mu
             return;
         }
     };
-    let mut crds = Vec::new();
-    for entry in std::fs::read_dir(kro.join("crds")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        crds.extend(stencil::yaml::documents::<Value>(&text).unwrap());
-    }
-    apply_all(client, crds).await;
+    kro_crds(client, &kro).await;
     let kubeconfig = service_account_kubeconfig(client, "kro", kro_rbac(), dir).await;
     let controller = Controller::kro(&kro.join("kro"), &kubeconfig, &root().join("target/bench/kro.log"));
     apply_all(client, vec![kro_graph()]).await;
@@ -721,14 +738,16 @@ async fn main() {
     // BENCH_PART=decorate runs B8 and B9 alone, and BENCH_PART=convert B10 alone,
     // keeping the other figures of the last run.
     let part = std::env::var("BENCH_PART").unwrap_or_default();
-    if part == "decorate" || part == "convert" {
+    if ["b1b", "decorate", "convert"].contains(&part.as_str()) {
         let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
         let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
         for (k, v) in saved {
             // The bench is one short process; its keys live as long as it does.
             results.entry(Box::leak(k.into_boxed_str())).or_insert(v);
         }
-        if part == "decorate" {
+        if part == "b1b" {
+            lite::run(&client, dir.path(), n, &mut results).await;
+        } else if part == "decorate" {
             let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
             decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
         } else {
@@ -748,6 +767,10 @@ async fn main() {
         stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0
     })
     .await;
+
+    // B4's base: the definition served, no parent yet.
+    let base_rss = stencil.rss_kib().0;
+    results.insert("b4_base_rss_mib", json!(base_rss as f64 / 1024.0));
 
     // B2 idle latency.
     let idle_latency = latency(&client, ns, samples, "lat", APPS).await;
@@ -775,6 +798,7 @@ async fn main() {
     let (rss, peak) = stencil.rss_kib();
     results.insert("b1_converge_s", json!(converge.as_secs_f64()));
     results.insert("b4_rss_mib", json!(rss as f64 / 1024.0));
+    results.insert("b4_kib_per_parent", json!(rss.saturating_sub(base_rss) as f64 / n as f64));
     results.insert("b4_peak_mib", json!(peak as f64 / 1024.0));
     results.insert("b5_cpu_s_per_1k", json!(cpu * 1000.0 / n as f64));
 
@@ -852,6 +876,11 @@ async fn main() {
     );
     save(&results);
 
+    floor::run(&client, (n, samples, replicas), &mut results).await;
+    save(&results);
+    lite::run(&client, dir.path(), n, &mut results).await;
+    save(&results);
+
     let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
     decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
     convert::run(&client, dir.path(), samples, &mut results).await;
@@ -885,18 +914,28 @@ fn report(r: &BTreeMap<&str, Value>) {
             "<= 1.25x",
         ),
         (
+            "B1b converge N parents x 3 children ready on creation (ConfigMap, Secret, headless Service)",
+            format!("{:.1} s ({:.2}x the limit) at N = {}", f("b1b_converge_s"), f("b1b_ratio"), f("b1b_n")),
+            format!("{:.1} s", f("b1b_plain_s")),
+            match r.get("b1b_kro_skipped") {
+                Some(why) => format!("not run: {}", why.as_str().unwrap_or_default()),
+                None => format!("{:.1} s ({:.1}x Stencil's time)", f("b1b_kro_s"), f("b1b_kro_ratio")),
+            },
+            "<= 1.10x; kro >= 3x",
+        ),
+        (
             "B2 create -> children, idle",
-            ms("b2_idle"),
-            String::new(),
+            format!("{} ({:.2}x the floor's p50)", ms("b2_idle"), f("b2_idle_ratio")),
+            ms("b2_floor_idle"),
             kro(ms("kro_b2_idle")),
-            "p50 < 50 ms",
+            "p50 < 50 ms, <= 1.3x",
         ),
         (
             "B2 create -> children, during B1",
-            ms("b2_busy"),
-            String::new(),
+            format!("{} ({:.2}x the floor's p50)", ms("b2_busy"), f("b2_busy_ratio")),
+            ms("b2_floor_busy"),
             kro(ms("kro_b2_busy")),
-            "",
+            "<= 1.3x",
         ),
         (
             "B3 steady state writes",
@@ -913,10 +952,12 @@ fn report(r: &BTreeMap<&str, Value>) {
         (
             "B4 RSS",
             format!(
-                "{:.1} MiB steady, {:.1} MiB peak; {:.1} MiB after a restart",
+                "{:.1} MiB steady, {:.1} MiB peak; {:.1} MiB after a restart; {:.1} KiB per parent over {:.1} MiB with none",
                 f("b4_steady_rss_mib"),
                 f("b4_peak_mib"),
-                f("b6_rss_mib")
+                f("b6_rss_mib"),
+                f("b4_kib_per_parent"),
+                f("b4_base_rss_mib")
             ),
             String::new(),
             kro(format!(
@@ -924,7 +965,7 @@ fn report(r: &BTreeMap<&str, Value>) {
                 f("kro_b4_rss_mib"),
                 f("kro_b4_peak_mib")
             )),
-            "< 64 MiB at 1k",
+            "< 48 MiB at 1k; <= 20 KiB per parent",
         ),
         (
             "B5 CPU per 1k parents converged",
@@ -1004,7 +1045,7 @@ fn report(r: &BTreeMap<&str, Value>) {
         ),
     ];
     let mut md = format!(
-        "N = {}, {} replica(s) per Deployment; {}\n\n| benchmark | Stencil | plain client (the limit) | kro | target |\n|---|---|---|---|---|\n",
+        "N = {}, {} replica(s) per Deployment; {}\n\n| benchmark | Stencil | plain client (the limit; for B2 the floor: a client watching the parents) | kro | target |\n|---|---|---|---|---|\n",
         r["n"],
         r["replicas"],
         r.get("etcd").and_then(Value::as_str).unwrap_or_default()
