@@ -798,7 +798,10 @@ async fn main() {
     let (rss, peak) = stencil.rss_kib();
     results.insert("b1_converge_s", json!(converge.as_secs_f64()));
     results.insert("b4_rss_mib", json!(rss as f64 / 1024.0));
-    results.insert("b4_kib_per_parent", json!(rss.saturating_sub(base_rss) as f64 / n as f64));
+    results.insert(
+        "b4_kib_per_parent",
+        json!(rss.saturating_sub(base_rss) as f64 / n as f64),
+    );
     results.insert("b4_peak_mib", json!(peak as f64 / 1024.0));
     results.insert("b5_cpu_s_per_1k", json!(cpu * 1000.0 / n as f64));
 
@@ -915,7 +918,12 @@ fn report(r: &BTreeMap<&str, Value>) {
         ),
         (
             "B1b converge N parents x 3 children ready on creation (ConfigMap, Secret, headless Service)",
-            format!("{:.1} s ({:.2}x the limit) at N = {}", f("b1b_converge_s"), f("b1b_ratio"), f("b1b_n")),
+            format!(
+                "{:.1} s ({:.2}x the limit) at N = {}",
+                f("b1b_converge_s"),
+                f("b1b_ratio"),
+                f("b1b_n")
+            ),
             format!("{:.1} s", f("b1b_plain_s")),
             match r.get("b1b_kro_skipped") {
                 Some(why) => format!("not run: {}", why.as_str().unwrap_or_default()),

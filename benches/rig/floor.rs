@@ -14,7 +14,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{APPS, PLAIN_CONCURRENCY, apps, bulk_names, clear, count_children, create_parents, latency, namespace, record_latency, until};
+use super::{
+    APPS, PLAIN_CONCURRENCY, apps, bulk_names, clear, count_children, create_parents, latency, namespace,
+    record_latency, until,
+};
 
 const NS: &str = "bench-floor";
 
@@ -25,13 +28,22 @@ fn children(parent: &DynamicObject, replicas: u64) -> [(&'static str, Value); 3]
         "ownerReferences": [{"apiVersion": format!("{}/{}", APPS.group, APPS.version), "kind": APPS.kind,
             "name": name, "uid": parent.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true}]});
     [
-        ("configmaps", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"greeting": "hello"}})),
-        ("services", json!({"apiVersion": "v1", "kind": "Service", "metadata": meta,
-            "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}})),
-        ("deployments", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
+        (
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {"greeting": "hello"}}),
+        ),
+        (
+            "services",
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": meta,
+            "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}}),
+        ),
+        (
+            "deployments",
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                 "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "app",
-                    "image": "nginx", "resources": {"requests": {"cpu": "1000m", "memory": "64Mi"}}}]}}}})),
+                    "image": "nginx", "resources": {"requests": {"cpu": "1000m", "memory": "64Mi"}}}]}}}}),
+        ),
     ]
 }
 
@@ -42,8 +54,11 @@ async fn create_children(client: Client, parent: DynamicObject, replicas: u64) {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), "v1".to_string()),
         };
-        let kind = child["kind"].as_str().unwrap_or_default();
-        let ar = kube::core::ApiResource::from_gvk_with_plural(&kube::core::GroupVersionKind::gvk(&group, &version, kind), plural);
+        let kind = child["kind"].as_str().unwrap_or_default().to_string();
+        let ar = kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk(&group, &version, &kind),
+            plural,
+        );
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
         let object: DynamicObject = serde_json::from_value(child).expect("a child");
         match api.create(&PostParams::default(), &object).await {
@@ -61,13 +76,19 @@ async fn serve(client: Client, replicas: u64) {
         .applied_objects()
         .filter_map(|parent| std::future::ready(parent.ok()))
         .filter(move |parent| std::future::ready(seen.insert(parent.uid().unwrap_or_default())))
-        .for_each_concurrent(PLAIN_CONCURRENCY, |parent| create_children(client.clone(), parent, replicas))
+        .for_each_concurrent(PLAIN_CONCURRENCY, |parent| {
+            create_children(client.clone(), parent, replicas)
+        })
         .await;
 }
 
 /// B2 against the floor, idle and during the creation of N parents; the ratios use
 /// Stencil's B2 already in `results`.
-pub(super) async fn run(client: &Client, (n, samples, replicas): (usize, usize, u64), results: &mut BTreeMap<&'static str, Value>) {
+pub(super) async fn run(
+    client: &Client,
+    (n, samples, replicas): (usize, usize, u64),
+    results: &mut BTreeMap<&'static str, Value>,
+) {
     namespace(client, NS).await;
     let floor = tokio::spawn(serve(client.clone(), replicas));
     let api = apps(client, NS, APPS);
@@ -94,5 +115,7 @@ pub(super) async fn run(client: &Client, (n, samples, replicas): (usize, usize, 
             results.insert(ratio, json!(s / f));
         }
     }
-    let _ = Api::<Namespace>::all(client.clone()).delete(NS, &DeleteParams::default()).await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(NS, &DeleteParams::default())
+        .await;
 }

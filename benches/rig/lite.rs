@@ -36,12 +36,31 @@ const KRO_LITES: Parents = Parents {
 
 /// The B1b definition: three children that are ready as soon as they exist.
 fn definition() -> String {
-    let lite = ParentKind { group: GROUP, kind: "Lite", plural: "lites" };
+    let lite = ParentKind {
+        group: GROUP,
+        kind: "Lite",
+        plural: "lites",
+    };
     let meta = "metadata:\n  name: {{ parent.metadata.name }}";
     let children = [
-        child("config", &format!("apiVersion: v1\nkind: ConfigMap\n{meta}\ndata:\n  greeting: {{{{ parent.spec.greeting | quote }}}}")),
-        child("secret", &format!("apiVersion: v1\nkind: Secret\n{meta}\nstringData:\n  greeting: {{{{ parent.spec.greeting | quote }}}}")),
-        child("service", &format!("apiVersion: v1\nkind: Service\n{meta}\nspec:\n  clusterIP: None\n  selector: {{app: {{{{ parent.metadata.name }}}}}}\n  ports: [{{port: 80}}]")),
+        child(
+            "config",
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\n{meta}\ndata:\n  greeting: {{{{ parent.spec.greeting | quote }}}}"
+            ),
+        ),
+        child(
+            "secret",
+            &format!(
+                "apiVersion: v1\nkind: Secret\n{meta}\nstringData:\n  greeting: {{{{ parent.spec.greeting | quote }}}}"
+            ),
+        ),
+        child(
+            "service",
+            &format!(
+                "apiVersion: v1\nkind: Service\n{meta}\nspec:\n  clusterIP: None\n  selector: {{app: {{{{ parent.metadata.name }}}}}}\n  ports: [{{port: 80}}]"
+            ),
+        ),
     ];
     fixtures::definition(lite, &children.concat(), "")
 }
@@ -78,9 +97,11 @@ async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
     let api = apps(client, ns, p);
     let started = Instant::now();
     create_parents(&api, &names(n), p).await;
-    until(&format!("B1b convergence in {ns}"), Duration::from_secs(3600), || async {
-        count_children(client, ns).await >= 3 * n && count_ready(&api).await >= n
-    })
+    until(
+        &format!("B1b convergence in {ns}"),
+        Duration::from_secs(3600),
+        || async { count_children(client, ns).await >= 3 * n && count_ready(&api).await >= n },
+    )
     .await;
     started.elapsed()
 }
@@ -88,9 +109,11 @@ async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
 /// Deletes every parent of `ns` and waits for their children to go.
 async fn teardown(client: &Client, ns: &str, p: Parents) {
     delete_all(&apps(client, ns, p)).await;
-    until(&format!("B1b children in {ns} to go"), Duration::from_secs(1800), || async {
-        count_children(client, ns).await == 0
-    })
+    until(
+        &format!("B1b children in {ns} to go"),
+        Duration::from_secs(1800),
+        || async { count_children(client, ns).await == 0 },
+    )
     .await;
 }
 
@@ -125,7 +148,9 @@ async fn plain(client: &Client, n: usize) -> Duration {
         .await
         .expect("plain client writes");
     let elapsed = started.elapsed();
-    let _ = Api::<Namespace>::all(client.clone()).delete(ns, &DeleteParams::default()).await;
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await;
     elapsed
 }
 
@@ -163,16 +188,21 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
         api.list(&ListParams::default().limit(1)).await.is_ok()
     })
     .await;
-    until("Stencil to serve the Lite definition", Duration::from_secs(60), || async {
-        stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0
-    })
+    until(
+        "Stencil to serve the Lite definition",
+        Duration::from_secs(60),
+        || async { stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0 },
+    )
     .await;
     let cpu_before = stencil.cpu_seconds();
     let took = converge(client, ns, n, LITES).await;
     results.insert("b1b_n", json!(n));
     results.insert("b1b_converge_s", json!(took.as_secs_f64()));
     results.insert("b1b_rss_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
-    results.insert("b1b_cpu_s_per_1k", json!((stencil.cpu_seconds() - cpu_before) * 1000.0 / n as f64));
+    results.insert(
+        "b1b_cpu_s_per_1k",
+        json!((stencil.cpu_seconds() - cpu_before) * 1000.0 / n as f64),
+    );
     teardown(client, ns, LITES).await;
     stencil.stop();
 
