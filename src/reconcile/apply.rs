@@ -83,10 +83,13 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
 }
 
 /// What applying one child came to.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq)]
 pub(super) enum Applied {
-    /// The child is in line (written or already so).
+    /// The child was in line already.
     Done,
+    /// The child was created or updated: which object and which (for the pass's one
+    /// event, [`tell`]), and the object as the API server answered the write.
+    Written(String, Box<DynamicObject>),
     /// A Recreate deleted the old object: reconcile again soon to create the new one.
     Soon,
     /// A Recreate waits for the old object, deleted already, to go: its deletion wakes
@@ -113,18 +116,36 @@ pub(super) async fn child(
         move |source| ReconcileError::Kube { action, object, source }
     };
     // The store holds only Stencil's objects: one that is not there may still exist,
-    // made by hand or by another controller. One read before the first write says so.
+    // made by hand or by another controller. A create that cannot write an existing
+    // object finds that out in the same request; only a name that is taken is read and
+    // judged, so the usual create costs no extra round trip.
     let live = match live {
         Some(l) => Some(l),
-        None => match api.get_opt(&name).await {
-            Ok(found) => found.map(|o| to_json(&o)),
-            Err(e) => {
-                count(ctx, &desired, "error");
-                ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
-                    .await;
-                return Err(kube_err(Operation::Read)(e));
+        None => {
+            let params = PatchParams::apply(labels::FIELD_MANAGER);
+            let err = match api
+                .patch(&name, &params, &Patch::Apply(&with_precondition(&desired, None)))
+                .await
+            {
+                Ok(answer) => return Ok(written(ctx, &desired, &what, false, answer)),
+                Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await {
+                    // Gone again already: the next pass creates it.
+                    Ok(None) => return Ok(Applied::Soon),
+                    Ok(found) => Ok(found.map(|o| to_json(&o))),
+                    Err(e) => Err(kube_err(Operation::Read)(e)),
+                },
+                Err(e) => Err(kube_err(Operation::Apply)(e)),
+            };
+            match err {
+                Ok(found) => found,
+                Err(e) => {
+                    count(ctx, &desired, "error");
+                    ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
+                        .await;
+                    return Err(e);
+                }
             }
-        },
+        }
     };
     let uid = parent.metadata.uid.as_deref().unwrap_or_default();
     let adopting = match ownership::judge(
@@ -197,17 +218,7 @@ pub(super) async fn child(
         other => other,
     };
     match result {
-        Ok(_) => {
-            let (reason, verb) = if live.is_some() {
-                ("Updated", "updated")
-            } else {
-                ("Created", "created")
-            };
-            count(ctx, &desired, verb);
-            ctx.event(parent, EventType::Normal, reason, format!("{what} {verb}"))
-                .await;
-            Ok(Applied::Done)
-        }
+        Ok(answer) => Ok(written(ctx, &desired, &what, live.is_some(), answer)),
         // The object appeared since the read (a create), or was replaced since it was
         // judged (an update): nothing was written; it is judged again on the next pass.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
@@ -236,6 +247,29 @@ pub(super) async fn child(
             Err(kube_err(Operation::Apply)(e))
         }
     }
+}
+
+/// Counts a write that created or updated a child.
+fn written(ctx: &Context, desired: &Value, what: &str, updated: bool, answer: DynamicObject) -> Applied {
+    let verb = if updated { "updated" } else { "created" };
+    count(ctx, desired, verb);
+    Applied::Written(format!("{what} {verb}"), Box::new(answer))
+}
+
+/// Tells the writes of one pass in one event: a new parent's children cost one event
+/// write, not one each.
+pub(super) async fn tell(ctx: &Context, parent: &DynamicObject, writes: &[String]) {
+    if writes.is_empty() {
+        return;
+    }
+    let reason = if writes.iter().all(|w| w.ends_with(" created")) {
+        "Created"
+    } else if writes.iter().all(|w| w.ends_with(" updated")) {
+        "Updated"
+    } else {
+        "Applied"
+    };
+    ctx.event(parent, EventType::Normal, reason, writes.join("; ")).await;
 }
 
 /// Deletes the live object so that the next pass creates it anew, once: an object already

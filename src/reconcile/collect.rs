@@ -99,7 +99,7 @@ pub async fn strays(ctx: &Context) {
     if !ctx.def.spec.is_decorator() || ctx.problem().is_some() {
         return;
     }
-    let live: std::collections::HashSet<String> = ctx.parents_now().iter().filter_map(|p| p.uid()).collect();
+    let live = ctx.parent_uids();
     for uid in ctx.parents_named() {
         if live.contains(&uid) {
             continue;

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource as _};
@@ -147,7 +147,7 @@ impl Context {
     pub fn sweep(&self) {
         let mut ledger = self.ledger();
         for parent in ledger.parents() {
-            if self.parent(&parent).is_none() {
+            if !self.parents.holds(&parent) {
                 ledger.forget(&parent);
             }
         }
@@ -158,9 +158,14 @@ impl Context {
         self.parents.get(key)
     }
 
-    /// Every parent the watch holds now.
-    pub fn parents_now(&self) -> Vec<Arc<DynamicObject>> {
-        self.parents.objects()
+    /// How many parents the watch holds now.
+    pub fn parent_count(&self) -> usize {
+        self.parents.scan_metadata(|_| Some(())).len()
+    }
+
+    /// The UIDs of the parents the watch holds now.
+    pub(super) fn parent_uids(&self) -> std::collections::HashSet<String> {
+        self.parents.scan_metadata(|m| m.uid.clone()).into_iter().collect()
     }
 
     /// The ledger of this controller's parents, locked.
@@ -176,7 +181,7 @@ impl Context {
             .workqueue_adds_total
             .get_or_create(&metrics::queue(&self.def.name))
             .inc();
-        if self.parent(parent).is_some() {
+        if self.parents.holds(parent) {
             self.ledger().requested(parent);
         }
     }
@@ -192,10 +197,10 @@ impl Context {
         self.ledger().forget(parent);
     }
 
-    /// Whether this definition decorates `parent` now (always, for a composite one).
-    pub(super) fn decorates(&self, parent: &DynamicObject) -> bool {
-        self.def
-            .decorates(parent.metadata.labels.as_ref(), parent.metadata.annotations.as_ref())
+    /// Whether this definition decorates a parent with this metadata now (always, for a
+    /// composite one).
+    pub(super) fn decorates(&self, parent: &ObjectMeta) -> bool {
+        self.def.decorates(parent.labels.as_ref(), parent.annotations.as_ref())
     }
 
     /// Records a decorator's outcome for a parent from the status a composite parent
@@ -222,11 +227,8 @@ impl Context {
             return None;
         }
         let parents: Vec<ParentRef> = self
-            .parents_now()
-            .iter()
-            .filter(|p| self.decorates(p))
-            .map(|p| self.parent_ref(p))
-            .collect();
+            .parents
+            .scan_metadata(|m| self.decorates(m).then(|| self.parents.key_of(m)));
         let ledger = self.ledger();
         let mut failing: Vec<(String, String, String)> = parents
             .iter()

@@ -248,13 +248,16 @@ async fn step(
     match rendered {
         Ok(out) => {
             let applies: Vec<_> = out.children.iter().map(|c| apply::child(ctx, parent, c)).collect();
+            let mut writes = Vec::new();
             for result in futures::future::join_all(applies).await {
                 match result {
+                    Ok(apply::Applied::Written(what, _)) => writes.push(what),
                     Ok(apply::Applied::Done | apply::Applied::Soon | apply::Applied::Replacing) => {}
                     Ok(apply::Applied::Conflict(message) | apply::Applied::Immutable(message)) => pending.push(message),
                     Err(e) => pending.push(e.to_string()),
                 }
             }
+            apply::tell(ctx, parent, &writes).await;
             pending.extend(out.pending);
         }
         Err(failure) => {

@@ -32,6 +32,7 @@ use serde_json::Value;
 use crate::metrics;
 use crate::object_key::ObjectKey;
 use crate::render;
+use crate::watch::Stored;
 use context::describe_object;
 use rendering::{render_failed, render_off_thread};
 use triggers::{Role, stream_from, triggers};
@@ -105,7 +106,7 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
 
 async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
     let decorator = ctx.def.spec.is_decorator();
-    if decorator && (parent.metadata.deletion_timestamp.is_some() || !ctx.decorates(parent)) {
+    if decorator && (parent.metadata.deletion_timestamp.is_some() || !ctx.decorates(&parent.metadata)) {
         return collect::undecorate(ctx, parent).await;
     }
     if parent.metadata.deletion_timestamp.is_some() {
@@ -146,11 +147,17 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     let mut immutable: Vec<String> = Vec::new();
     // One child's failure does not hold back the others; it stops the prune.
     let mut failed: Option<ReconcileError> = None;
+    let mut writes = Vec::new();
+    let mut answers = Vec::new();
     for batch in out.children.chunks(APPLY_CONCURRENCY) {
         let applies: Vec<_> = batch.iter().map(|child| apply::child(ctx, parent, child)).collect();
         for (result, child) in futures::future::join_all(applies).await.into_iter().zip(batch) {
             match result {
                 Ok(apply::Applied::Done) => {}
+                Ok(apply::Applied::Written(what, answer)) => {
+                    writes.push(what);
+                    answers.push(*answer);
+                }
                 Ok(apply::Applied::Soon) => requeue = sooner(requeue, Duration::from_secs(1)),
                 Ok(apply::Applied::Replacing) => requeue = sooner(requeue, REPLACING_RETRY),
                 Ok(apply::Applied::Immutable(message)) => immutable.push(message),
@@ -165,12 +172,18 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
             }
         }
     }
+    apply::tell(ctx, parent, &writes).await;
     if let Some(e) = failed {
         return Err(not_ready_after(ctx, parent, &out.status, "ApplyFailed", e).await);
     }
     if let Err(e) = prune::run(ctx, parent, &out, &observed_objects).await {
         return Err(not_ready_after(ctx, parent, &out.status, "PruneFailed", e).await);
     }
+    let rendered_status = if answers.is_empty() {
+        out.status
+    } else {
+        rendering::status_after_writes(ctx, parent, &observed_objects, answers, out.status).await
+    };
     let me = ctx.parent_ref(parent);
     // A conflict needs another's object to go; an immutable change needs the author or
     // the user. Either holds the parent back, said once, with nothing deleted.
@@ -186,7 +199,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         .waits_for(&me, conflicts.into_iter().map(|(k, _)| k).collect());
     if message.is_empty() {
         ctx.ledger().conflict(&me, None);
-        status::write(ctx, parent, &out.status).await?;
+        status::write(ctx, parent, &rendered_status).await?;
     } else {
         // A Warning event once per change of the conflict, not on every resync.
         let changed = ctx.ledger().conflict(&me, Some(message.clone()));
@@ -194,7 +207,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
             tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{reason}: {message}");
             ctx.event(parent, EventType::Warning, reason, message.clone()).await;
         }
-        status::write(ctx, parent, &render::not_ready(&out.status, reason, &message)).await?;
+        status::write(ctx, parent, &render::not_ready(&rendered_status, reason, &message)).await?;
         if in_conflict {
             // A holder's child that goes wakes this parent through the watch; an object
             // made by hand is not watched, so it is looked at again within a minute.
@@ -279,34 +292,45 @@ async fn collect_deleted(ctx: Arc<Context>) {
         .await;
 }
 
-/// Runs the controller until `stop` resolves.
+/// Runs the controller until `stop` resolves. kube's controller reads parents from the
+/// watch's compact store; each pass reads its parent whole.
 pub async fn run(
     ctx: Arc<Context>,
     concurrency: u16,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let counting = ctx.clone();
-    let parent_events = stream_from(ctx.parents.subscribe()).map(move |o| {
-        counting.requested(&counting.parent_ref(&o));
-        Ok((*o).clone())
+    let parent_events = stream_from(ctx.parents.subscribe()).map(move |meta| {
+        let me = counting.parents.key_of(&meta);
+        counting.requested(&me);
+        me
     });
     let collector = tokio::spawn(collect_deleted(ctx.clone()));
+    let resource = ctx.parents.resolved.resource.clone();
+    let stored = move |r: ledger::ParentRef| r.into_kind_unchecked::<Stored>(resource.clone());
     let mut controller = Controller::for_stream_with(
-        parent_events,
-        ctx.parents.store.clone(),
+        futures::stream::pending(),
+        ctx.parents.reader(),
         ctx.parents.resolved.resource.clone(),
     )
     .with_config(Config::default().concurrency(concurrency))
-    .graceful_shutdown_on(stop);
+    .graceful_shutdown_on(stop)
+    .reconcile_on(parent_events.map(stored.clone()));
     for w in &ctx.children {
-        controller = controller.reconcile_on(triggers(&ctx, w.subscribe(), Role::Child));
+        controller = controller.reconcile_on(triggers(&ctx, w, Role::Child).map(stored.clone()));
     }
     for w in &ctx.lookups {
-        controller = controller.reconcile_on(triggers(&ctx, w.subscribe(), Role::Lookup));
+        controller = controller.reconcile_on(triggers(&ctx, w, Role::Lookup).map(stored.clone()));
     }
     let name = ctx.def.name.clone();
     controller
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |parent: Arc<Stored>, ctx: Arc<Context>| reconcile(ctx.parents.whole(&parent), ctx),
+            |parent: Arc<Stored>, error: &ReconcileError, ctx: Arc<Context>| {
+                error_policy(ctx.parents.whole(&parent), error, ctx)
+            },
+            ctx,
+        )
         .for_each(|result| {
             if let Err(e) = result {
                 tracing::debug!(definition = %name, error = %e, "controller");

@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
 use kube::runtime::reflector::ObjectRef;
 
 use crate::gvk::Gvk;
@@ -25,10 +25,9 @@ pub(super) struct LookupSelection {
 }
 
 impl LookupSelection {
-    /// Whether an object of the selection's kind belongs to it now.
-    pub(super) fn matches(&self, obj: &DynamicObject) -> bool {
-        (self.namespace.is_none() || obj.metadata.namespace == self.namespace)
-            && self.matcher.matches(obj.metadata.labels.as_ref())
+    /// Whether an object of the selection's kind with this metadata belongs to it now.
+    pub(super) fn matches(&self, meta: &ObjectMeta) -> bool {
+        (self.namespace.is_none() || meta.namespace == self.namespace) && self.matcher.matches(meta.labels.as_ref())
     }
 }
 

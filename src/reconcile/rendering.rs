@@ -27,6 +27,35 @@ type Rendered<T> = (Value, Result<T, render::RenderFailure>);
 /// A pure render of one parent: [`render::render`] or [`render::render_finalize`].
 type RenderFn<T> = fn(&CompiledDefinition, RenderInput<'_>) -> Result<T, render::RenderFailure>;
 
+/// The status of a pass that wrote children, each written child observed as the API
+/// server answered the write: the status says now what the children's watch events would
+/// make the next pass say, so children that are ready once they exist make their parent
+/// Ready in the pass that creates them. `rendered` (the status from before the writes)
+/// stands when the second render fails.
+pub(super) async fn status_after_writes(
+    ctx: &Arc<Context>,
+    parent: &Arc<DynamicObject>,
+    observed: &[Arc<DynamicObject>],
+    answers: Vec<DynamicObject>,
+    rendered: Value,
+) -> Value {
+    let written: std::collections::HashSet<ObjectKey> = answers.iter().filter_map(ObjectKey::of_object).collect();
+    let mut now: Vec<Arc<DynamicObject>> = observed
+        .iter()
+        .filter(|o| ObjectKey::of_object(o).is_none_or(|k| !written.contains(&k)))
+        .cloned()
+        .collect();
+    now.extend(answers.into_iter().map(|mut answer| {
+        // As the store keeps objects.
+        answer.metadata.managed_fields = None;
+        Arc::new(answer)
+    }));
+    match render_off_thread(ctx, parent, &now, render::render).await {
+        Ok((_, Ok(out))) => out.status,
+        _ => rendered,
+    }
+}
+
 /// Reads the lookups and renders on the blocking pool: a template may spend its whole
 /// fuel, which must not hold up the async threads that serve every other parent.
 pub(super) async fn render_off_thread<T: Send + 'static>(
@@ -113,13 +142,16 @@ fn fetch_lookups(
                 };
                 // Members are read too, so one that leaves the selection (relabelled or
                 // deleted) wakes the parent although it no longer matches.
-                for obj in w.map(|w| w.objects()).unwrap_or_default() {
-                    if selection.matches(&obj) {
-                        if let Some(key) = ObjectKey::of_object(&obj) {
-                            reads.push(key);
-                        }
-                        found.push(to_json(&obj));
+                let members = w.map(|w| w.scan_metadata(|m| selection.matches(m).then(|| w.key_of(m))));
+                for obj in members
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|k| w.and_then(|w| w.get(k)))
+                {
+                    if let Some(key) = ObjectKey::of_object(&obj) {
+                        reads.push(key);
                     }
+                    found.push(to_json(&obj));
                 }
                 selections.push(selection);
             }

@@ -33,12 +33,16 @@ impl Seen {
 /// Answers the mock API gives instead of accepting a write: path → a `Status`.
 type Refusals = Arc<Mutex<std::collections::HashMap<String, Value>>>;
 
+/// The objects the mock API holds, by path.
+type Objects = Arc<Mutex<std::collections::HashMap<String, Value>>>;
+
 /// A client whose every request is recorded and answered like a small API server: an
-/// applied object is kept and echoed back (with a uid), a read finds what was applied
+/// applied object is kept and echoed back (with a uid), a create-only apply of an object
+/// that exists is refused (409) as the API server refuses it, a read finds what was applied
 /// (or what `existing` holds) or answers 404, a list of ConfigMaps finds those kept with
 /// the selected label, a delete succeeds, and a write to a path in `refusals` is refused
 /// with its status.
-fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<Mutex<Vec<Seen>>>) {
+fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<Mutex<Vec<Seen>>>, Objects) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
@@ -49,8 +53,8 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
             o["metadata"]["name"].as_str().unwrap_or_default()
         )
     };
-    let mut objects: std::collections::HashMap<String, Value> =
-        existing.iter().map(|o| (path_of(o), o.clone())).collect();
+    let objects: Objects = Arc::new(Mutex::new(existing.iter().map(|o| (path_of(o), o.clone())).collect()));
+    let kept = objects.clone();
     tokio::spawn(async move {
         while let Some((request, respond)) = handle.next_request().await {
             let method = request.method().to_string();
@@ -66,6 +70,7 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
             });
             let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": "not found"});
             let refused = refusals.lock().unwrap().get(&path).cloned();
+            let mut objects = kept.lock().unwrap();
             let (code, answer) = match method.as_str() {
                 "PATCH" | "DELETE" if refused.is_some() => {
                     let status = refused.unwrap();
@@ -78,6 +83,11 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
                     StatusCode::OK,
                     json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
                 ),
+                "PATCH" if body["metadata"]["resourceVersion"] == apply::CREATE_ONLY && objects.contains_key(&path) => {
+                    let conflict = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
+                        "message": "the object has been modified; please apply your changes to the latest version and try again"});
+                    (StatusCode::CONFLICT, conflict)
+                }
                 "GET" if path == "/api/v1/configmaps" => (StatusCode::OK, list(&objects, &query)),
                 "GET" => match objects.get(&path) {
                     Some(o) => (StatusCode::OK, o.clone()),
@@ -96,6 +106,7 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
                     (StatusCode::OK, obj)
                 }
             };
+            drop(objects);
             let response = Response::builder()
                 .status(code)
                 .body(Body::from(serde_json::to_vec(&answer).unwrap()))
@@ -103,7 +114,7 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
             respond.send_response(response);
         }
     });
-    (kube::Client::new(service, "default"), seen)
+    (kube::Client::new(service, "default"), seen, objects)
 }
 
 /// A list of the objects whose labels hold the query's `labelSelector=key=value`.
@@ -166,6 +177,7 @@ struct World {
     children: HandFed,
     seen: Arc<Mutex<Vec<Seen>>>,
     refusals: Refusals,
+    objects: Objects,
 }
 
 impl World {
@@ -186,7 +198,7 @@ impl World {
         let parents = HandFed::new(&def.parent, "widgets", true);
         let children = HandFed::new(&Gvk::parse("v1", "ConfigMap").unwrap(), "configmaps", true);
         let refusals = Refusals::default();
-        let (client, seen) = mock_client(existing, refusals.clone());
+        let (client, seen, objects) = mock_client(existing, refusals.clone());
         let ctx = Arc::new(Context::new(
             client,
             def,
@@ -201,14 +213,21 @@ impl World {
             children,
             seen,
             refusals,
+            objects,
         }
+    }
+
+    /// The ConfigMap `name` of namespace `ns` as the mock API holds it.
+    fn stored(&self, name: &str) -> Value {
+        let path = format!("/api/v1/namespaces/ns/configmaps/{name}");
+        self.objects.lock().unwrap().get(&path).cloned().unwrap_or(Value::Null)
     }
 
     /// Reconciles a new parent and stores the child it applied, as the watch would;
     /// returns the stored child.
     async fn create_child(&mut self) -> Value {
         let first = self.reconcile(parent(None)).await;
-        let mut child = first[1].body.clone();
+        let mut child = first[0].body.clone();
         child["metadata"]["uid"] = json!("child-uid");
         self.children.apply(child.clone());
         child
@@ -256,13 +275,13 @@ async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
     assert_eq!(
         short,
         [
-            "GET /api/v1/namespaces/ns/configmaps/w-cm",
             "PATCH /api/v1/namespaces/ns/configmaps/w-cm",
             "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
         ],
-        "one read before the first write: the one extra round trip a new child costs"
+        "no read before the first write: a create that cannot write an existing object"
     );
-    let apply = &sent[1];
+    let apply = &sent[0];
+    assert_eq!(apply.body["metadata"]["resourceVersion"], apply::CREATE_ONLY);
     assert!(apply.query.contains("fieldManager=stencil"), "{}", apply.query);
     assert!(
         !apply.query.contains("force"),
@@ -272,7 +291,19 @@ async fn a_new_parent_gets_its_child_by_server_side_apply_then_its_status() {
     assert_eq!(apply.body["data"]["size"], "3");
     assert_eq!(apply.body["metadata"]["labels"][labels::PARENT_UID], "parent-uid");
     assert_eq!(apply.body["metadata"]["ownerReferences"][0]["uid"], "parent-uid");
-    assert_eq!(sent[2].body["status"]["conditions"].as_array().map(Vec::len), Some(2));
+    let ready = condition(&sent[1].body["status"], "Ready");
+    assert_eq!(
+        ready["status"], "True",
+        "the ConfigMap is ready once it exists, and the write's answer says it does: {ready}"
+    );
+}
+
+fn condition(status: &Value, type_: &str) -> Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 #[tokio::test]
@@ -371,7 +402,7 @@ async fn a_busy_render_leaves_the_async_thread_free() {
     let sent = w.reconcile(parent(None)).await;
     let took = started.elapsed();
     ticker.abort();
-    assert_eq!(sent[1].body["data"]["size"], "3", "the busy template rendered");
+    assert_eq!(sent[0].body["data"]["size"], "3", "the busy template rendered");
     let ticks = ticks.lock().unwrap();
     let longest = ticks
         .windows(2)
@@ -457,12 +488,19 @@ async fn a_hand_made_object_is_never_written_and_the_conflict_is_said_once() {
     assert_eq!(
         short,
         [
+            "PATCH /api/v1/namespaces/ns/configmaps/w-cm",
             "GET /api/v1/namespaces/ns/configmaps/w-cm",
             "PATCH /apis/example.org/v1/namespaces/ns/widgets/w/status",
         ],
-        "nothing but the parent's status is written"
+        "a create-only apply, refused because the name is taken; a read; the parent's status"
     );
-    let status = sent[1].body["status"].clone();
+    assert_eq!(sent[0].body["metadata"]["resourceVersion"], apply::CREATE_ONLY);
+    assert_eq!(
+        w.stored("w-cm"),
+        hand_made(json!([])),
+        "the hand-made object is as it was"
+    );
+    let status = sent[2].body["status"].clone();
     let ready = status["conditions"]
         .as_array()
         .unwrap()
@@ -486,8 +524,12 @@ async fn a_hand_made_object_is_never_written_and_the_conflict_is_said_once() {
     let again = w.reconcile(with_status).await;
     assert_eq!(
         again.iter().map(Seen::short).collect::<Vec<_>>(),
-        ["GET /api/v1/namespaces/ns/configmaps/w-cm"]
+        [
+            "PATCH /api/v1/namespaces/ns/configmaps/w-cm",
+            "GET /api/v1/namespaces/ns/configmaps/w-cm"
+        ]
     );
+    assert_eq!(w.stored("w-cm"), hand_made(json!([])));
     assert_eq!(events(&w, "Conflict"), 0, "the cleared log holds no new Conflict event");
 }
 
@@ -495,10 +537,16 @@ async fn a_hand_made_object_is_never_written_and_the_conflict_is_said_once() {
 async fn an_unowned_object_is_adopted_when_the_child_says_so() {
     let mut w = World::existing(&adopting(DEFINITION), vec![hand_made(json!([]))]);
     let sent = w.reconcile(parent(None)).await;
-    let apply = sent
+    let applies: Vec<&Seen> = sent
         .iter()
-        .find(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
-        .expect("the adoption applies");
+        .filter(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
+        .collect();
+    assert_eq!(
+        applies.len(),
+        2,
+        "a refused create-only apply, then the adoption: {sent:?}"
+    );
+    let apply = applies[1];
     assert!(
         apply.query.contains("force=true"),
         "adoption takes the fields over: {}",
@@ -513,14 +561,15 @@ async fn an_unowned_object_is_adopted_when_the_child_says_so() {
 async fn an_object_another_controller_controls_is_not_adopted() {
     let rs =
         json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "rs-uid", "controller": true}]);
-    let mut w = World::existing(&adopting(DEFINITION), vec![hand_made(rs)]);
+    let mut w = World::existing(&adopting(DEFINITION), vec![hand_made(rs.clone())]);
     let sent = w.reconcile(parent(None)).await;
     assert!(
-        !sent
-            .iter()
-            .any(|s| s.path.ends_with("/configmaps/w-cm") && s.method != "GET"),
-        "{sent:?}"
+        sent.iter()
+            .filter(|s| s.path.ends_with("/configmaps/w-cm") && s.method != "GET")
+            .all(|s| s.body["metadata"]["resourceVersion"] == apply::CREATE_ONLY && !s.query.contains("force")),
+        "only a create that cannot write it: {sent:?}"
     );
+    assert_eq!(w.stored("w-cm"), hand_made(rs));
     let status = &sent.last().unwrap().body["status"];
     assert!(
         status.to_string().contains("controlled by ReplicaSet web-1"),
@@ -789,8 +838,8 @@ async fn a_parent_deleted_with_the_orphan_cascade_keeps_every_child() {
 #[tokio::test]
 async fn a_create_only_creates_and_an_update_writes_only_the_object_judged() {
     let mut w = World::new();
-    // An object made between the read and the create: the create-only apply is refused,
-    // and nothing forces it.
+    // An object made and deleted again around the create: the create-only apply is
+    // refused, the read finds nothing, and nothing forces it; the next pass creates it.
     w.refusals.lock().unwrap().insert(
         "/api/v1/namespaces/ns/configmaps/w-cm".into(),
         json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409,
@@ -836,7 +885,7 @@ async fn a_child_finds_its_parent_by_uid_when_the_name_is_too_long_for_a_label()
             labels::DEFINITION: "widgets.example.org", labels::PARENT_NAME: hashed,
             labels::PARENT_NAMESPACE: "ns", labels::PARENT_UID: "parent-uid"}}}))
     .unwrap();
-    let found = triggers::child_parent(&w.ctx, &child).expect("a parent");
+    let found = triggers::child_parent(&w.ctx, &child.metadata).expect("a parent");
     assert_eq!(found.name, long, "the child's event wakes the parent that exists");
 }
 
@@ -922,4 +971,49 @@ async fn one_parents_refusal_stays_on_the_definition_while_another_parent_succee
         "another parent's success does not clear the refusal: {:?}",
         w.ctx.problem()
     );
+}
+
+/// The writes of one pass are told in one event: a new parent's children cost one event
+/// write, and an update says so.
+#[tokio::test]
+async fn one_event_tells_every_write_of_a_pass() {
+    let two = format!(
+        "{DEFINITION}    - name: other\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: {{{{ parent.metadata.name }}}}-other\n"
+    );
+    let notes = |w: &World| -> Vec<(String, String)> {
+        w.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path.contains("/events"))
+            .map(|s| {
+                (
+                    s.body["reason"].as_str().unwrap_or_default().to_string(),
+                    s.body["note"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    let mut w = World::with(&two);
+    let sent = w.reconcile(parent(None)).await;
+    let created = notes(&w);
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!(created[0].0, "Created");
+    assert!(
+        created[0].1.contains("ns/w-cm created") && created[0].1.contains("ns/w-other created"),
+        "{created:?}"
+    );
+    for s in sent
+        .iter()
+        .filter(|s| s.method == "PATCH" && s.path.contains("/configmaps/"))
+    {
+        let mut child = s.body.clone();
+        child["metadata"]["uid"] = json!("child-uid");
+        w.children.apply(child);
+    }
+    w.reconcile(resized(4)).await;
+    let updated = notes(&w);
+    assert_eq!(updated.len(), 1, "{updated:?}");
+    assert_eq!(updated[0].0, "Updated");
+    assert!(updated[0].1.contains("ns/w-cm updated"), "{updated:?}");
 }

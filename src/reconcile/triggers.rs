@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::ResourceExt as _;
-use kube::api::DynamicObject;
+use kube::api::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::context::{Context, ParentRef};
 use crate::labels;
 use crate::object_key::ObjectKey;
+use crate::watch::WatchLease;
 
 /// What a watched object is to this definition.
 #[derive(Clone, Copy)]
@@ -26,25 +26,27 @@ pub(super) enum Role {
 /// Turns a watch's events into parent references for this definition.
 pub(super) fn triggers(
     ctx: &Arc<Context>,
-    events: UnboundedReceiver<Arc<DynamicObject>>,
+    watch: &WatchLease,
     role: Role,
 ) -> impl futures::Stream<Item = ParentRef> + Send + 'static {
     let ctx = ctx.clone();
-    stream_from(events).flat_map(move |obj| {
+    let gvk = watch.gvk.clone();
+    stream_from(watch.subscribe()).flat_map(move |meta| {
+        let key = ObjectKey::new(
+            &gvk,
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
         let refs = match role {
             Role::Child => {
-                let mut refs: Vec<ParentRef> = child_parent(&ctx, &obj).into_iter().collect();
+                let mut refs: Vec<ParentRef> = child_parent(&ctx, &meta).into_iter().collect();
                 // Parents waiting for another's object to be let go.
-                if let Some(key) = ObjectKey::of_object(&obj) {
-                    refs.extend(ctx.ledger().waiting_for(&key));
-                }
+                refs.extend(ctx.ledger().waiting_for(&key));
                 refs
             }
             Role::Lookup => {
-                let mut refs: Vec<ParentRef> = ObjectKey::of_object(&obj)
-                    .map(|key| ctx.ledger().readers_of(&key))
-                    .unwrap_or_default();
-                refs.extend(selection_readers(&ctx, &obj));
+                let mut refs: Vec<ParentRef> = ctx.ledger().readers_of(&key);
+                refs.extend(ctx.ledger().selecting(|s| s.gvk == gvk && s.matches(&meta)));
                 refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
                 refs.dedup();
                 refs
@@ -57,21 +59,10 @@ pub(super) fn triggers(
     })
 }
 
-/// The parents whose selector lookups `obj` belongs to now: each distinct selection of
-/// its kind is matched once.
-fn selection_readers(ctx: &Context, obj: &DynamicObject) -> Vec<ParentRef> {
-    let Some(types) = &obj.types else {
-        return Vec::new();
-    };
-    let Ok(gvk) = crate::gvk::Gvk::parse(&types.api_version, &types.kind) else {
-        return Vec::new();
-    };
-    ctx.ledger().selecting(|s| s.gvk == gvk && s.matches(obj))
-}
-
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
-pub(super) fn child_parent(ctx: &Context, child: &DynamicObject) -> Option<ParentRef> {
-    let l = child.labels();
+pub(super) fn child_parent(ctx: &Context, child: &ObjectMeta) -> Option<ParentRef> {
+    let empty = std::collections::BTreeMap::new();
+    let l = child.labels.as_ref().unwrap_or(&empty);
     if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::labels::label_value(&ctx.def.name).as_str()) {
         return None;
     }

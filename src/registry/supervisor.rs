@@ -241,7 +241,7 @@ async fn serve(
     let controller = tokio::spawn(reconcile::run(ctx.clone(), shell.concurrency, stopped(stop.clone())));
     let mut last = None;
     loop {
-        let now = (ctx.parents_now().len(), ctx.problem(), ctx.decorated());
+        let now = (ctx.parent_count(), ctx.problem(), ctx.decorated());
         if last.as_ref() != Some(&now) {
             if let Some(d) = &now.2 {
                 let label = crate::metrics::definition(&def.name);

@@ -5,7 +5,9 @@
 //! store and fans its events out to subscribers.
 
 mod backoff;
+mod index;
 mod shared;
+mod stored;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -15,11 +17,12 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector;
+
 use kube::runtime::watcher::{self, Event, watcher};
 
 pub use backoff::WatchFailure;
 pub use shared::SharedWatch;
+pub use stored::Stored;
 
 use crate::discovery::{self, DiscoveryError};
 use crate::gvk::Gvk;
@@ -133,7 +136,6 @@ impl std::ops::Deref for WatchLease {
 pub(crate) struct HandFed {
     /// The lease the controller holds.
     pub lease: WatchLease,
-    writer: reflector::store::Writer<DynamicObject>,
 }
 
 #[cfg(test)]
@@ -144,11 +146,10 @@ impl HandFed {
             &kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
             plural,
         );
-        let mut writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitDone);
         let resolved = discovery::Resolved { resource, namespaced };
-        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, None, writer.as_reader()));
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, None));
+        shared.observe(Event::Init);
+        shared.observe(Event::InitDone);
         let running = Running {
             key: (gvk.clone(), WatchSelection::All),
             shared,
@@ -159,7 +160,6 @@ impl HandFed {
             lease: WatchLease {
                 running: Arc::new(running),
             },
-            writer,
         }
     }
 
@@ -174,8 +174,7 @@ impl HandFed {
     }
 
     fn event(&mut self, event: Event<DynamicObject>) {
-        self.writer.apply_watcher_event(&event);
-        self.lease.observe(&event);
+        self.lease.observe(event);
     }
 }
 
@@ -260,7 +259,7 @@ impl Watches {
         };
         tokio::select! {
             biased;
-            _ = lease.store.wait_until_ready() => Ok(()),
+            _ = lease.synced() => Ok(()),
             f = failed => Err(f.to_error()),
             _ = tokio::time::sleep(self.sync_timeout) => {
                 keep_listing(lease.clone());
@@ -280,17 +279,15 @@ impl Watches {
         if let Some(r) = running.get(&key).and_then(Weak::upgrade) {
             return Ok(WatchLease { running: r });
         }
-        let writer = reflector::store::Writer::<DynamicObject>::new(resolved.resource.clone());
         // One namespace is watched there alone (least privilege); several share one
         // cluster-wide watch whose events are filtered (`stencil rbac` grants it).
         let namespace = match (resolved.namespaced, self.namespaces.as_slice()) {
             (true, [only]) => Some(only.clone()),
             _ => None,
         };
-        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, namespace, writer.as_reader()));
+        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, namespace));
         let task = tokio::spawn(feed(
             self.stream(&shared, &selection),
-            writer,
             shared.clone(),
             self.namespaces.clone(),
         ));
@@ -312,18 +309,21 @@ impl Watches {
         shared: &SharedWatch,
         selection: &WatchSelection,
     ) -> futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>> {
+        let base = watcher::Config::default().page_size(LIST_PAGE);
         let config = match selection {
-            WatchSelection::All => watcher::Config::default(),
-            WatchSelection::Managed => {
-                watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE))
-            }
-            WatchSelection::Labels(query) => watcher::Config::default().labels(query),
+            WatchSelection::All => base,
+            WatchSelection::Managed => base.labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)),
+            WatchSelection::Labels(query) => base.labels(query),
         };
         watcher(shared.api(self.client.clone()), config)
             .backoff(backoff::RetryBackoff::new())
             .boxed()
     }
 }
+
+/// Objects per page of a list. A page is parsed whole before its objects are stored
+/// compact, so it sets the transient peak of a (re)list; kube's default is 500.
+const LIST_PAGE: u32 = 100;
 
 /// How long a watch whose first list outlasted the sync timeout is kept after the list
 /// completes or fails, for the caller's next attempt (a few seconds later) to take over.
@@ -337,7 +337,7 @@ fn keep_listing(lease: WatchLease) {
     tokio::spawn(async move {
         let mut failures = lease.failures();
         tokio::select! {
-            _ = lease.store.wait_until_ready() => {}
+            _ = lease.synced() => {}
             _ = failures.wait_for(Option::is_some) => {}
         }
         tokio::time::sleep(LINGER).await;
@@ -347,7 +347,6 @@ fn keep_listing(lease: WatchLease) {
 /// Feeds one watch from its stream until aborted.
 async fn feed(
     mut events: futures::stream::BoxStream<'static, Result<Event<DynamicObject>, watcher::Error>>,
-    mut writer: reflector::store::Writer<DynamicObject>,
     shared: Arc<SharedWatch>,
     namespaces: Vec<String>,
 ) {
@@ -377,8 +376,7 @@ async fn feed(
         match event {
             Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) if !in_scope(&o) => {}
             Ok(event) => {
-                writer.apply_watcher_event(&event);
-                shared.observe(&event);
+                shared.observe(event);
             }
             Err(e) => {
                 tracing::warn!(kind = %shared.gvk, error = %e, "watch failed; retrying");

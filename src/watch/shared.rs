@@ -1,20 +1,25 @@
-//! One watched kind's state: its store, an index of objects by parent UID, and the
-//! subscribers its events fan out to. The task that feeds it lives in the parent module.
+//! One watched kind's state: its store (objects kept compact, see [`Stored`]), an index
+//! of objects by parent UID, and the subscribers its events fan out to. The task that
+//! feeds it lives in the parent module.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::api::DynamicObject;
+use kube::api::{DynamicObject, ObjectMeta};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::backoff::WatchFailure;
+use super::index::{Name, ParentIndex};
+use super::stored::Stored;
 use crate::discovery::Resolved;
 use crate::gvk::Gvk;
-use crate::labels;
 
-type Subscribers = Mutex<Vec<UnboundedSender<Arc<DynamicObject>>>>;
+/// Receivers of what a watch sees: the metadata of each object that changes, or whole
+/// deleted objects.
+type Subscribers<T> = Mutex<Vec<UnboundedSender<Arc<T>>>>;
 
 /// One running watch of a kind.
 pub struct SharedWatch {
@@ -25,9 +30,11 @@ pub struct SharedWatch {
     /// The one namespace its list and watch are confined to; none for a cluster-wide one.
     pub namespace: Option<String>,
     /// Every object seen, kept current.
-    pub store: Store<DynamicObject>,
-    subscribers: Subscribers,
-    deletion_subscribers: Subscribers,
+    store: Store<Stored>,
+    /// What keeps the store current; only the watch's own task writes.
+    writer: Mutex<Writer<Stored>>,
+    subscribers: Subscribers<ObjectMeta>,
+    deletion_subscribers: Subscribers<DynamicObject>,
     failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
     /// Objects by their `stencil.dev/definition` and `stencil.dev/parent-uid` labels, so
     /// a reconcile finds a parent's children without scanning the store.
@@ -43,65 +50,21 @@ pub struct SharedWatch {
 /// What a relist has seen so far, to publish once the store holds it.
 struct Relist {
     /// The store before the relist: what is missing from it after was deleted meanwhile.
-    before: Vec<Arc<DynamicObject>>,
+    before: Vec<Arc<Stored>>,
     /// Every object the relist listed.
     listed: Vec<ObjectRef<DynamicObject>>,
 }
 
-/// Object keys by definition (`stencil.dev/definition`) and parent UID, and each
-/// object's definition and parent UID. A definition finds its own children, and the
-/// parents they name, without looking at another definition's.
-#[derive(Default)]
-struct ParentIndex {
-    children: HashMap<String, HashMap<String, HashSet<ObjectRef<DynamicObject>>>>,
-    parent_of: HashMap<ObjectRef<DynamicObject>, (String, String)>,
-}
-
-impl ParentIndex {
-    fn remove(&mut self, key: &ObjectRef<DynamicObject>) {
-        let Some((definition, uid)) = self.parent_of.remove(key) else {
-            return;
-        };
-        if let Some(parents) = self.children.get_mut(&definition) {
-            if let Some(set) = parents.get_mut(&uid) {
-                set.remove(key);
-                if set.is_empty() {
-                    parents.remove(&uid);
-                }
-            }
-            if parents.is_empty() {
-                self.children.remove(&definition);
-            }
-        }
-    }
-
-    fn insert(&mut self, key: ObjectRef<DynamicObject>, obj: &DynamicObject) {
-        self.remove(&key);
-        let labels = obj.metadata.labels.as_ref();
-        if let Some(uid) = labels.and_then(|l| l.get(labels::PARENT_UID)) {
-            let definition = labels
-                .and_then(|l| l.get(labels::DEFINITION))
-                .cloned()
-                .unwrap_or_default();
-            self.children
-                .entry(definition.clone())
-                .or_default()
-                .entry(uid.clone())
-                .or_default()
-                .insert(key.clone());
-            self.parent_of.insert(key, (definition, uid.clone()));
-        }
-    }
-}
-
 impl SharedWatch {
     /// A watch of `gvk` whose events arrive through [`SharedWatch::observe`].
-    pub(super) fn new(gvk: Gvk, resolved: Resolved, namespace: Option<String>, store: Store<DynamicObject>) -> Self {
+    pub(super) fn new(gvk: Gvk, resolved: Resolved, namespace: Option<String>) -> Self {
+        let writer = Writer::new(resolved.resource.clone());
         SharedWatch {
             gvk,
             resolved,
             namespace,
-            store,
+            store: writer.as_reader(),
+            writer: Mutex::new(writer),
             subscribers: Mutex::new(Vec::new()),
             deletion_subscribers: Mutex::new(Vec::new()),
             failure: tokio::sync::watch::Sender::new(None),
@@ -113,12 +76,47 @@ impl SharedWatch {
 
     /// The object `key` names, as the store holds it now.
     pub fn get(&self, key: &ObjectRef<DynamicObject>) -> Option<Arc<DynamicObject>> {
-        self.store.get(key)
+        self.stored(key).map(|s| self.whole(&s))
     }
 
     /// Every object the store holds now.
     pub fn objects(&self) -> Vec<Arc<DynamicObject>> {
-        self.store.state()
+        self.store.state().iter().map(|s| self.whole(s)).collect()
+    }
+
+    /// What `f` takes from each stored object's metadata, reading no object whole.
+    pub fn scan_metadata<T>(&self, f: impl FnMut(&ObjectMeta) -> Option<T>) -> Vec<T> {
+        self.store
+            .state()
+            .iter()
+            .map(|s| kube::Resource::meta(&**s))
+            .filter_map(f)
+            .collect()
+    }
+
+    /// The store as kube's controller reads it: what it reconciles is looked up there.
+    pub fn reader(&self) -> Store<Stored> {
+        self.store.clone()
+    }
+
+    /// Waits until the first list is stored.
+    pub async fn synced(&self) {
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    /// A stored object whole, as an object of this watch's kind.
+    pub fn whole(&self, stored: &Stored) -> Arc<DynamicObject> {
+        Arc::new(stored.object(&self.resolved.resource))
+    }
+
+    /// Whether the store holds the object `key` names.
+    pub fn holds(&self, key: &ObjectRef<DynamicObject>) -> bool {
+        self.stored(key).is_some()
+    }
+
+    fn stored(&self, key: &ObjectRef<DynamicObject>) -> Option<Arc<Stored>> {
+        self.store
+            .get(&key.clone().into_kind_unchecked(self.resolved.resource.clone()))
     }
 
     /// The API this watch lists and watches through: a list through it sees what the
@@ -127,21 +125,23 @@ impl SharedWatch {
         crate::discovery::api(&client, self.namespace.as_deref(), &self.resolved.resource)
     }
 
-    /// A receiver of every object in the store now and of every object that changes or
-    /// disappears from now on. The sender is registered while the store is read, under
-    /// the lock that publishing takes after storing, so no event falls between the two:
-    /// an object stored meanwhile arrives at most twice, never zero times.
-    pub fn subscribe(&self) -> UnboundedReceiver<Arc<DynamicObject>> {
+    /// A receiver of the metadata of every object in the store now and of every object
+    /// that changes or disappears from now on: what wakes a parent is read from
+    /// metadata, and the store is not read whole for it. The sender is registered while
+    /// the store is read, under the lock that publishing takes after storing, so no event
+    /// falls between the two: an object stored meanwhile arrives at most twice, never
+    /// zero times.
+    pub fn subscribe(&self) -> UnboundedReceiver<Arc<ObjectMeta>> {
         self.subscribe_with(|| {})
     }
 
     /// [`Self::subscribe`], running `between` after the snapshot and before the sender
     /// is registered: where a test puts a concurrent write.
-    fn subscribe_with(&self, between: impl FnOnce()) -> UnboundedReceiver<Arc<DynamicObject>> {
+    fn subscribe_with(&self, between: impl FnOnce()) -> UnboundedReceiver<Arc<ObjectMeta>> {
         let (tx, rx) = unbounded_channel();
         let mut subscribers = self.subscribers.lock().expect("subscribers lock");
-        for obj in self.store.state() {
-            let _ = tx.send(obj);
+        for meta in self.scan_metadata(|m| Some(Arc::new(m.clone()))) {
+            let _ = tx.send(meta);
         }
         between();
         subscribers.push(tx);
@@ -174,27 +174,16 @@ impl SharedWatch {
     /// The objects of `definition` (its `stencil.dev/definition` label value) labelled
     /// with this parent UID.
     pub fn children_of(&self, definition: &str, uid: &str) -> Vec<Arc<DynamicObject>> {
-        let keys: Vec<ObjectRef<DynamicObject>> = self
-            .by_parent
-            .lock()
-            .expect("index lock")
-            .children
-            .get(definition)
-            .and_then(|parents| parents.get(uid))
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default();
-        keys.iter().filter_map(|k| self.store.get(k)).collect()
+        let names = self.by_parent.lock().expect("index lock").children_of(definition, uid);
+        names
+            .iter()
+            .filter_map(|n| self.get(&self.key_at(n.namespace(), n.name())))
+            .collect()
     }
 
     /// Every parent UID that an object of `definition` names.
     pub fn parent_uids(&self, definition: &str) -> Vec<String> {
-        self.by_parent
-            .lock()
-            .expect("index lock")
-            .children
-            .get(definition)
-            .map(|parents| parents.keys().cloned().collect())
-            .unwrap_or_default()
+        self.by_parent.lock().expect("index lock").parent_uids(definition)
     }
 
     /// Records a failing list or watch.
@@ -202,15 +191,19 @@ impl SharedWatch {
         self.failure.send_replace(Some(failure));
     }
 
-    /// Takes one event that the store has already applied: clears a failure, keeps the
-    /// parent index in step and tells the subscribers.
-    pub(super) fn observe(&self, event: &Event<DynamicObject>) {
+    /// Takes one event of the watch: stores it, clears a failure, keeps the parent index
+    /// in step and tells the subscribers.
+    pub(super) fn observe(&self, event: Event<DynamicObject>) {
+        self.writer
+            .lock()
+            .expect("writer lock")
+            .apply_watcher_event(&Stored::event(&event));
         if self.failure.borrow().is_some() {
             self.failure.send_replace(None);
         }
-        self.index(event);
+        self.index(&event);
         match event {
-            Event::Apply(o) => self.publish_stored(o),
+            Event::Apply(o) => send_all(&self.subscribers, &Arc::new(o.metadata)),
             Event::Delete(o) => self.publish_deletion(o),
             // The store swaps in a relist's objects only at its end: a subscriber that
             // looked one up before would miss a new object or read an old copy, so they
@@ -222,50 +215,63 @@ impl SharedWatch {
                 });
             }
             Event::InitApply(o) => match self.relist.lock().expect("relist lock").as_mut() {
-                Some(relist) => relist.listed.push(self.key(o)),
-                None => self.publish_stored(o),
+                Some(relist) => relist.listed.push(self.key(&o)),
+                None => send_all(&self.subscribers, &Arc::new(o.metadata)),
             },
             Event::InitDone => {
                 let Some(relist) = self.relist.lock().expect("relist lock").take() else {
                     return;
                 };
                 for key in &relist.listed {
-                    if let Some(stored) = self.store.get(key) {
-                        send_all(&self.subscribers, &stored);
+                    if let Some(stored) = self.stored(key) {
+                        send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&*stored).clone()));
                     }
                 }
-                for gone in relist.before.iter().filter(|o| self.store.get(&self.key(o)).is_none()) {
-                    send_all(&self.subscribers, gone);
-                    send_all(&self.deletion_subscribers, gone);
+                for gone in relist.before.iter().filter(|o| {
+                    self.store
+                        .get(&ObjectRef::from_obj_with(&***o, self.resolved.resource.clone()))
+                        .is_none()
+                }) {
+                    send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&**gone).clone()));
+                    send_all(&self.deletion_subscribers, &self.whole(gone));
                 }
             }
         }
     }
 
     fn key(&self, o: &DynamicObject) -> ObjectRef<DynamicObject> {
-        ObjectRef::from_obj_with(o, self.resolved.resource.clone())
+        self.key_of(&o.metadata)
+    }
+
+    /// The key of the object with this metadata.
+    pub fn key_of(&self, meta: &ObjectMeta) -> ObjectRef<DynamicObject> {
+        self.key_at(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default())
+    }
+
+    fn key_at(&self, namespace: Option<&str>, name: &str) -> ObjectRef<DynamicObject> {
+        let key = ObjectRef::new_with(name, self.resolved.resource.clone());
+        match namespace {
+            Some(ns) => key.within(ns),
+            None => key,
+        }
     }
 
     fn index(&self, event: &Event<DynamicObject>) {
         let mut index = self.by_parent.lock().expect("index lock");
         let mut long_named = self.long_named.lock().expect("long names lock");
-        let long = |o: &DynamicObject| {
-            let name = o.metadata.name.as_deref().unwrap_or_default();
-            let uid = o
-                .metadata
-                .uid
-                .clone()
-                .filter(|_| crate::labels::label_value(name) != name);
-            uid.map(|uid| (uid, self.key(o)))
+        let long = |meta: &ObjectMeta, key: &ObjectRef<DynamicObject>| {
+            let name = meta.name.as_deref().unwrap_or_default();
+            let uid = meta.uid.clone().filter(|_| crate::labels::label_value(name) != name);
+            uid.map(|uid| (uid, key.clone()))
         };
         match event {
             Event::Apply(o) | Event::InitApply(o) => {
-                index.insert(self.key(o), o);
-                long_named.extend(long(o));
+                long_named.extend(long(&o.metadata, &self.key(o)));
+                index.insert(&o.metadata);
             }
             Event::Delete(o) => {
-                index.remove(&self.key(o));
-                if let Some((uid, _)) = long(o) {
+                index.remove(&Name::of(&o.metadata));
+                if let Some((uid, _)) = long(&o.metadata, &self.key(o)) {
                     long_named.remove(&uid);
                 }
             }
@@ -274,9 +280,10 @@ impl SharedWatch {
             Event::InitDone => {
                 *index = ParentIndex::default();
                 long_named.clear();
-                for o in self.store.state() {
-                    index.insert(self.key(&o), &o);
-                    long_named.extend(long(&o));
+                for s in self.store.state() {
+                    let meta = kube::Resource::meta(&*s);
+                    long_named.extend(long(meta, &self.key_of(meta)));
+                    index.insert(meta);
                 }
             }
         }
@@ -287,22 +294,14 @@ impl SharedWatch {
         self.long_named.lock().expect("long names lock").get(uid).cloned()
     }
 
-    /// Publishes the store's own copy of an object that was just stored, sparing a deep
-    /// copy per event.
-    fn publish_stored(&self, obj: &DynamicObject) {
-        let stored = self.store.get(&self.key(obj)).unwrap_or_else(|| Arc::new(obj.clone()));
-        send_all(&self.subscribers, &stored);
-    }
-
-    fn publish_deletion(&self, obj: &DynamicObject) {
-        let obj = Arc::new(obj.clone());
-        send_all(&self.subscribers, &obj);
-        send_all(&self.deletion_subscribers, &obj);
+    fn publish_deletion(&self, obj: DynamicObject) {
+        send_all(&self.subscribers, &Arc::new(obj.metadata.clone()));
+        send_all(&self.deletion_subscribers, &Arc::new(obj));
     }
 }
 
 /// Sends to every subscriber, forgetting those that have gone.
-fn send_all(subscribers: &Subscribers, obj: &Arc<DynamicObject>) {
+fn send_all<T>(subscribers: &Subscribers<T>, obj: &Arc<T>) {
     subscribers
         .lock()
         .expect("subscribers lock")

@@ -1,8 +1,8 @@
 //! The shared watch's fan-out: snapshots, relists and the index, fed by hand.
 
 use super::*;
+use crate::labels;
 use kube::core::ApiResource;
-use kube::runtime::reflector::store::Writer;
 
 fn configmap(name: &str, uid: &str) -> DynamicObject {
     let mut o =
@@ -11,21 +11,14 @@ fn configmap(name: &str, uid: &str) -> DynamicObject {
     o
 }
 
-fn watch() -> (Writer<DynamicObject>, SharedWatch) {
+fn watch() -> SharedWatch {
     let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let writer = Writer::new(ar.clone());
     let gvk = Gvk::parse("v1", "ConfigMap").unwrap();
     let resolved = Resolved {
         resource: ar,
         namespaced: true,
     };
-    let shared = SharedWatch::new(gvk, resolved, None, writer.as_reader());
-    (writer, shared)
-}
-
-fn feed(writer: &mut Writer<DynamicObject>, shared: &SharedWatch, event: Event<DynamicObject>) {
-    writer.apply_watcher_event(&event);
-    shared.observe(&event);
+    SharedWatch::new(gvk, resolved, None)
 }
 
 /// A relist's objects reach subscribers only once the store holds them: a parent
@@ -33,27 +26,26 @@ fn feed(writer: &mut Writer<DynamicObject>, shared: &SharedWatch, event: Event<D
 /// deleted meanwhile is published as deleted.
 #[test]
 fn a_relist_publishes_what_the_store_holds_after_it() {
-    let (mut writer, shared) = watch();
-    feed(&mut writer, &shared, Event::Apply(configmap("kept", "u1")));
-    feed(&mut writer, &shared, Event::Apply(configmap("deleted", "u1")));
+    let shared = watch();
+    shared.observe(Event::Apply(configmap("kept", "u1")));
+    shared.observe(Event::Apply(configmap("deleted", "u1")));
     let mut rx = shared.subscribe();
     let mut deletions = shared.subscribe_deletions();
     while rx.try_recv().is_ok() {}
     let mut edited = configmap("kept", "u1");
     edited.metadata.resource_version = Some("2".into());
-    feed(&mut writer, &shared, Event::Init);
-    feed(&mut writer, &shared, Event::InitApply(edited));
-    feed(&mut writer, &shared, Event::InitApply(configmap("new", "u1")));
+    shared.observe(Event::Init);
+    shared.observe(Event::InitApply(edited));
+    shared.observe(Event::InitApply(configmap("new", "u1")));
     assert!(rx.try_recv().is_err(), "nothing is published before the store holds it");
-    feed(&mut writer, &shared, Event::InitDone);
+    shared.observe(Event::InitDone);
     let mut published = Vec::new();
     while let Ok(o) = rx.try_recv() {
-        let name = o.metadata.name.clone().unwrap();
+        let name = o.name.clone().unwrap();
         let stored = shared
-            .store
-            .get(&shared.key(&o))
+            .get(&shared.key_of(&o))
             .map(|s| s.metadata.resource_version.clone());
-        published.push((name, stored.is_some(), o.metadata.resource_version.clone()));
+        published.push((name, stored.is_some(), o.resource_version.clone()));
     }
     assert_eq!(
         published,
@@ -70,13 +62,13 @@ fn a_relist_publishes_what_the_store_holds_after_it() {
 
 #[test]
 fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
-    let (mut writer, shared) = watch();
-    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+    let shared = watch();
+    shared.observe(Event::Apply(configmap("a", "u1")));
     let mut rx = shared.subscribe();
-    feed(&mut writer, &shared, Event::Apply(configmap("b", "u1")));
+    shared.observe(Event::Apply(configmap("b", "u1")));
     let mut names = Vec::new();
     while let Ok(o) = rx.try_recv() {
-        names.push(o.metadata.name.clone().unwrap());
+        names.push(o.name.clone().unwrap());
     }
     assert_eq!(names, ["a", "b"]);
 }
@@ -86,20 +78,14 @@ fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
 /// publishes one exactly there; it must arrive.
 #[test]
 fn no_object_falls_between_the_snapshot_and_the_registration() {
-    let (writer, shared) = watch();
-    let shared = Arc::new(shared);
-    let writer = Arc::new(Mutex::new(writer));
-    let (feeder_shared, feeder_writer) = (shared.clone(), writer.clone());
+    let shared = Arc::new(watch());
+    let feeder_shared = shared.clone();
     let feeder = Arc::new(Mutex::new(None));
     let slot = feeder.clone();
     let between = move || {
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
-            feed(
-                &mut feeder_writer.lock().unwrap(),
-                &feeder_shared,
-                Event::Apply(configmap("late", "u1")),
-            );
+            feeder_shared.observe(Event::Apply(configmap("late", "u1")));
             let _ = done_tx.send(());
         });
         // Publishing waits for the lock subscribe holds, so it cannot finish here;
@@ -110,26 +96,26 @@ fn no_object_falls_between_the_snapshot_and_the_registration() {
     let mut rx = shared.subscribe_with(between);
     let thread = feeder.lock().unwrap().take().expect("the hook ran");
     thread.join().unwrap();
-    let got = std::iter::from_fn(|| rx.try_recv().ok()).find(|o| o.metadata.name.as_deref() == Some("late"));
+    let got = std::iter::from_fn(|| rx.try_recv().ok()).find(|o| o.name.as_deref() == Some("late"));
     assert!(got.is_some(), "the object stored during subscribe was never delivered");
 }
 
 #[test]
 fn the_parent_index_follows_deletions_and_relists() {
-    let (mut writer, shared) = watch();
-    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
-    feed(&mut writer, &shared, Event::Apply(configmap("b", "u2")));
+    let shared = watch();
+    shared.observe(Event::Apply(configmap("a", "u1")));
+    shared.observe(Event::Apply(configmap("b", "u2")));
     assert_eq!(shared.children_of("", "u1").len(), 1);
-    feed(&mut writer, &shared, Event::Delete(configmap("a", "u1")));
+    shared.observe(Event::Delete(configmap("a", "u1")));
     assert!(shared.children_of("", "u1").is_empty());
-    feed(&mut writer, &shared, Event::Init);
-    feed(&mut writer, &shared, Event::InitDone);
+    shared.observe(Event::Init);
+    shared.observe(Event::InitDone);
     assert!(shared.children_of("", "u2").is_empty(), "a relist without b drops it");
 }
 
 #[test]
 fn each_definition_sees_only_its_own_children_and_parents() {
-    let (mut writer, shared) = watch();
+    let shared = watch();
     let of = |name: &str, definition: &str| {
         let mut o = configmap(name, "u1");
         if let Some(l) = o.metadata.labels.as_mut() {
@@ -137,13 +123,13 @@ fn each_definition_sees_only_its_own_children_and_parents() {
         }
         o
     };
-    feed(&mut writer, &shared, Event::Apply(of("a", "first")));
-    feed(&mut writer, &shared, Event::Apply(of("b", "second")));
+    shared.observe(Event::Apply(of("a", "first")));
+    shared.observe(Event::Apply(of("b", "second")));
     assert_eq!(shared.children_of("first", "u1").len(), 1);
     assert_eq!(shared.parent_uids("second"), ["u1"]);
     assert!(shared.parent_uids("third").is_empty());
     // Relabelled to another definition, the object moves with it.
-    feed(&mut writer, &shared, Event::Apply(of("a", "second")));
+    shared.observe(Event::Apply(of("a", "second")));
     assert!(shared.children_of("first", "u1").is_empty());
     assert_eq!(shared.children_of("second", "u1").len(), 2);
 }
@@ -152,7 +138,7 @@ fn each_definition_sees_only_its_own_children_and_parents() {
 /// without an event, until no retry has repeated it for a while.
 #[tokio::test(start_paused = true)]
 async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it() {
-    let (mut writer, shared) = watch();
+    let shared = watch();
     let refused = kube::core::Status::failure("connection refused", "ServiceUnavailable").with_code(503);
     let failure = || {
         WatchFailure::new(
@@ -166,7 +152,7 @@ async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it(
             .error()
             .is_some_and(|e| e.starts_with("watching configmaps: ") && e.contains("connection refused"))
     );
-    feed(&mut writer, &shared, Event::Apply(configmap("a", "u1")));
+    shared.observe(Event::Apply(configmap("a", "u1")));
     assert_eq!(shared.error(), None, "an event clears it");
 
     shared.failed(failure());
