@@ -194,11 +194,18 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
         || async { stencil.metric("stencil_definitions{state=\"running\"}").await >= 1.0 },
     )
     .await;
+    let base_rss = stencil.rss_kib().0;
     let cpu_before = stencil.cpu_seconds();
     let took = converge(client, ns, n, LITES).await;
+    let rss = stencil.rss_kib().0;
     results.insert("b1b_n", json!(n));
     results.insert("b1b_converge_s", json!(took.as_secs_f64()));
-    results.insert("b1b_rss_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
+    results.insert("b1b_rss_mib", json!(rss as f64 / 1024.0));
+    results.insert("b1b_base_rss_mib", json!(base_rss as f64 / 1024.0));
+    results.insert(
+        "b1b_kib_per_parent",
+        json!(rss.saturating_sub(base_rss) as f64 / n as f64),
+    );
     results.insert(
         "b1b_cpu_s_per_1k",
         json!((stencil.cpu_seconds() - cpu_before) * 1000.0 / n as f64),

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, ObjectMeta};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource as _};
 use serde_json::Value;
 
+use super::events::Events;
 use super::ledger::Ledger;
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
@@ -43,8 +44,8 @@ pub struct Context {
     pub scopes: Arc<Scopes>,
     /// The namespaces this Stencil serves (`--namespace`); empty: every namespace.
     pub served: Vec<String>,
-    /// Event recorder.
-    pub recorder: Recorder,
+    /// Where events on parents go.
+    events: Events,
     /// Everything kept about each parent between passes.
     pub(super) ledger: Mutex<Ledger>,
     /// The `stencil.dev/definition` label of this definition's children.
@@ -79,7 +80,7 @@ impl Context {
         for w in children.iter().chain(&lookups).chain(std::iter::once(&parents)) {
             scopes.insert(&w.gvk.group, &w.gvk.kind, w.resolved.namespaced);
         }
-        let recorder = Recorder::new(
+        let events = Events::new(
             client.clone(),
             Reporter {
                 controller: labels::FIELD_MANAGER.into(),
@@ -94,7 +95,7 @@ impl Context {
             lookups,
             scopes: Arc::new(scopes),
             served: Vec::new(),
-            recorder,
+            events,
             ledger: Mutex::new(Ledger::default()),
             definition_label: crate::labels::label_value(&def.name),
             def,
@@ -116,7 +117,7 @@ impl Context {
             instance,
         };
         Context {
-            recorder: Recorder::new(self.client.clone(), reporter),
+            events: Events::new(self.client.clone(), reporter),
             ..self
         }
     }
@@ -296,14 +297,7 @@ impl Context {
     /// Publishes an event on the parent; a failure to publish is only logged.
     pub(super) async fn event(&self, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
         let reference = parent.object_ref(&self.parents.resolved.resource);
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: reason.into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        if let Err(e) = self.events.publish(&reference, type_, reason, note).await {
             tracing::debug!(error = %e, "could not publish event");
         }
     }

@@ -6,6 +6,7 @@ mod apply;
 mod collect;
 mod context;
 mod error;
+mod events;
 mod finalize;
 mod ledger;
 mod prune;
