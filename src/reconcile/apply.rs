@@ -123,7 +123,7 @@ pub(super) async fn child(
         Some(l) => Some(l),
         None => {
             let params = PatchParams::apply(labels::FIELD_MANAGER);
-            let err = match api
+            let taken = match api
                 .patch(&name, &params, &Patch::Apply(&with_precondition(&desired, None)))
                 .await
             {
@@ -131,13 +131,13 @@ pub(super) async fn child(
                 Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await {
                     // Gone again already: the next pass creates it.
                     Ok(None) => return Ok(Applied::Soon),
-                    Ok(found) => Ok(found.map(|o| to_json(&o))),
+                    Ok(Some(found)) => Ok(to_json(&found)),
                     Err(e) => Err(kube_err(Operation::Read)(e)),
                 },
                 Err(e) => Err(kube_err(Operation::Apply)(e)),
             };
-            match err {
-                Ok(found) => found,
+            match taken {
+                Ok(found) => Some(found),
                 Err(e) => {
                     count(ctx, &desired, "error");
                     ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
