@@ -43,6 +43,15 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// The value of [`MANAGED_BY`] on Stencil's children.
 pub const MANAGED_BY_VALUE: &str = "stencil";
 
+/// Assigns a parent, and its children, to one member of a sharded ring.
+pub const SHARD: &str = "stencil.dev/shard";
+
+/// Added by the sharder to ask a parent's member to let it go before another takes it.
+pub const DRAIN: &str = "stencil.dev/drain";
+
+/// On each membership Lease: the ring (the Helm release) the member belongs to.
+pub const RING: &str = "stencil.dev/ring";
+
 /// Longest value Kubernetes accepts for a label.
 pub const MAX_LABEL_VALUE: usize = 63;
 

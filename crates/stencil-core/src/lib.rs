@@ -29,5 +29,6 @@ pub mod readiness;
 pub mod render;
 pub mod schema_change;
 pub mod selector;
+pub mod shard;
 pub mod structural;
 pub mod yaml;

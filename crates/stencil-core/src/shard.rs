@@ -1,0 +1,379 @@
+//! Sharding decisions, with no client: which member owns a parent, what the sharder does
+//! to bring a parent's `stencil.dev/shard` label in line with the live members, and what
+//! a member does with a parent it finds in its share.
+//!
+//! Ownership is rendezvous hashing of the parent's UID over the ready members: each
+//! member scores `sha256(member, uid)` and the highest score wins. A member joining takes
+//! about `1/n` of the parents, from every other member alike, and a member leaving
+//! spreads its own parents over the rest; no other parent moves.
+//!
+//! A parent moves in one of two ways. From a member that is gone (its Lease released,
+//! deleted, or taken over by the sharder after it expired), the sharder relabels it at
+//! once: nobody else can be reconciling it. From a member that is still ready (a
+//! rebalance), the sharder first adds `stencil.dev/drain`; the old member acknowledges by
+//! removing both labels inside its reconcile of that parent, so no reconcile of its own
+//! is still running; only then does the sharder assign the unlabelled parent anew.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::labels::{DRAIN, SHARD};
+
+/// The member that owns `uid` among `members`: the highest rendezvous score, ties going
+/// to the smaller name. `None` when there is no member.
+pub fn owner<'m>(uid: &str, members: impl IntoIterator<Item = &'m str>) -> Option<&'m str> {
+    members
+        .into_iter()
+        .map(|m| (score(m, uid), m))
+        .max_by(|(a, ma), (b, mb)| a.cmp(b).then_with(|| mb.cmp(ma)))
+        .map(|(_, m)| m)
+}
+
+fn score(member: &str, uid: &str) -> u64 {
+    let mut hash = Sha256::new();
+    hash.update(member.as_bytes());
+    hash.update([0]);
+    hash.update(uid.as_bytes());
+    let digest = hash.finalize();
+    u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 32 bytes"))
+}
+
+/// What the sharder knows of a member, from its membership Lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// Renewed within the Lease duration, as this process observed it: it takes parents.
+    Ready,
+    /// No renewal observed for a Lease duration, and the Lease not yet taken over: its
+    /// parents wait, since a paused member may still hold them until the takeover fences
+    /// it out.
+    Expired,
+}
+
+/// The ring as the sharder sees it: every member with a Lease, by name. A name that is
+/// not here is gone.
+#[derive(Debug, Clone, Default)]
+pub struct Ring {
+    members: BTreeMap<String, MemberState>,
+}
+
+impl Ring {
+    /// A ring of these members.
+    pub fn new(members: impl IntoIterator<Item = (String, MemberState)>) -> Ring {
+        Ring {
+            members: members.into_iter().collect(),
+        }
+    }
+
+    /// The ready members, by name.
+    pub fn ready(&self) -> impl Iterator<Item = &str> {
+        self.members
+            .iter()
+            .filter(|(_, s)| **s == MemberState::Ready)
+            .map(|(m, _)| m.as_str())
+    }
+
+    /// A member's state; `None` when it is gone.
+    pub fn state(&self, member: &str) -> Option<MemberState> {
+        self.members.get(member).copied()
+    }
+}
+
+/// Where a parent stands, from its labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    /// The parent's UID.
+    pub uid: &'a str,
+    /// Its `stencil.dev/shard` label.
+    pub shard: Option<&'a str>,
+    /// Whether it carries `stencil.dev/drain`.
+    pub draining: bool,
+}
+
+impl<'a> Placement<'a> {
+    /// The placement a parent's labels say.
+    pub fn of(uid: &'a str, labels: Option<&'a BTreeMap<String, String>>) -> Placement<'a> {
+        Placement {
+            uid,
+            shard: labels.and_then(|l| l.get(SHARD)).map(String::as_str),
+            draining: labels.is_some_and(|l| l.contains_key(DRAIN)),
+        }
+    }
+}
+
+/// A label change the sharder makes on a parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Move {
+    /// Set `stencil.dev/shard` to this member and drop any drain label: the parent is
+    /// unassigned, or its member is gone.
+    Assign(String),
+    /// Add `stencil.dev/drain`: its ready member must let it go before another takes it.
+    Drain,
+}
+
+/// The sharder's next step for one parent, or `None` when it is where it belongs or
+/// waiting (for a drain's acknowledgement, for an expired member's Lease to be taken
+/// over, or for any member at all).
+pub fn plan(parent: Placement<'_>, ring: &Ring) -> Option<Move> {
+    let target = owner(parent.uid, ring.ready())?;
+    match parent.shard {
+        None => Some(Move::Assign(target.to_string())),
+        Some(current) => match ring.state(current) {
+            Some(MemberState::Ready) if current == target || parent.draining => None,
+            Some(MemberState::Ready) => Some(Move::Drain),
+            Some(MemberState::Expired) => None,
+            None => Some(Move::Assign(target.to_string())),
+        },
+    }
+}
+
+/// What a member does with a parent its watch delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Duty {
+    /// Labelled with this member and not draining: reconcile it.
+    Reconcile,
+    /// Labelled with this member and draining: write nothing for it, and remove both
+    /// labels to hand it over.
+    Release,
+    /// Not this member's (the watch lags a relabel): leave it alone.
+    Skip,
+}
+
+/// This member's duty for a parent placed at `parent`.
+pub fn duty(parent: Placement<'_>, member: &str) -> Duty {
+    match parent.shard {
+        Some(shard) if shard == member && parent.draining => Duty::Release,
+        Some(shard) if shard == member => Duty::Reconcile,
+        _ => Duty::Skip,
+    }
+}
+
+/// Membership Leases as this process observes them. A member is ready while its last
+/// observed renewal is younger than the Lease duration on this process's monotonic
+/// clock, counted from when the renewal was seen, never from the `renewTime` it wrote:
+/// a member whose clock runs ahead or behind expires no earlier than the duration after
+/// its last renewal reached this process, by which time its own fence, closed at the
+/// renew deadline on its own clock, has stopped its writes.
+#[derive(Debug, Clone)]
+pub struct Leases {
+    duration: Duration,
+    seen: BTreeMap<String, Seen>,
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    /// What identifies a renewal: the holder and its renewTime as written.
+    renewal: (String, String),
+    at: Instant,
+}
+
+impl Leases {
+    /// Leases that expire `duration` after their last observed renewal.
+    pub fn new(duration: Duration) -> Leases {
+        Leases {
+            duration,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// Records a member's Lease as observed at `now`: held by `holder` (none once
+    /// released), renewed at `renewed` as the holder wrote it. A Lease held by another
+    /// identity than the member's own (the sharder took it over) or by none counts as
+    /// gone.
+    pub fn observe(&mut self, member: &str, holder: Option<&str>, renewed: &str, now: Instant) {
+        let Some(holder) = holder.filter(|h| *h == member) else {
+            self.seen.remove(member);
+            return;
+        };
+        let renewal = (holder.to_string(), renewed.to_string());
+        match self.seen.get_mut(member) {
+            Some(seen) if seen.renewal == renewal => {}
+            Some(seen) => *seen = Seen { renewal, at: now },
+            None => {
+                self.seen.insert(member.to_string(), Seen { renewal, at: now });
+            }
+        }
+    }
+
+    /// Forgets a member whose Lease was deleted.
+    pub fn remove(&mut self, member: &str) {
+        self.seen.remove(member);
+    }
+
+    /// The ring at `now`.
+    pub fn ring(&self, now: Instant) -> Ring {
+        Ring::new(self.seen.iter().map(|(m, seen)| {
+            let state = if now.saturating_duration_since(seen.at) < self.duration {
+                MemberState::Ready
+            } else {
+                MemberState::Expired
+            };
+            (m.clone(), state)
+        }))
+    }
+
+    /// When the next ready member expires unless renewed: the sharder looks again then.
+    pub fn next_expiry(&self, now: Instant) -> Option<Instant> {
+        self.seen
+            .values()
+            .map(|s| s.at + self.duration)
+            .filter(|at| *at > now)
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("stencil-{i}")).collect()
+    }
+
+    fn uids(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("8c1d2e3f-0000-4000-8000-{i:012}")).collect()
+    }
+
+    fn ready(names: &[String]) -> Ring {
+        Ring::new(names.iter().map(|m| (m.clone(), MemberState::Ready)))
+    }
+
+    fn shares(uids: &[String], names: &[String]) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for uid in uids {
+            let owner = owner(uid, names.iter().map(String::as_str)).unwrap();
+            *out.entry(owner.to_string()).or_insert(0) += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn three_members_share_three_hundred_parents_within_a_quarter_of_even() {
+        let names = members(3);
+        let shares = shares(&uids(300), &names);
+        assert_eq!(shares.len(), 3, "{shares:?}");
+        for (m, n) in &shares {
+            assert!((75..=125).contains(n), "{m} has {n} of 300: {shares:?}");
+        }
+    }
+
+    #[test]
+    fn a_joining_member_takes_parents_only_for_itself() {
+        let before = members(3);
+        let after = members(4);
+        let mut moved = 0;
+        for uid in uids(1000) {
+            let old = owner(&uid, before.iter().map(String::as_str)).unwrap();
+            let new = owner(&uid, after.iter().map(String::as_str)).unwrap();
+            if old != new {
+                assert_eq!(new, "stencil-3", "a parent moved between old members");
+                moved += 1;
+            }
+        }
+        assert!((150..=350).contains(&moved), "about a quarter moves: {moved}");
+    }
+
+    #[test]
+    fn a_leaving_member_spreads_only_its_own_parents() {
+        let before = members(3);
+        let after = [before[0].clone(), before[2].clone()];
+        for uid in uids(500) {
+            let old = owner(&uid, before.iter().map(String::as_str)).unwrap();
+            let new = owner(&uid, after.iter().map(String::as_str)).unwrap();
+            assert!(old == new || old == "stencil-1", "{uid} moved from {old} to {new}");
+        }
+    }
+
+    #[test]
+    fn ownership_does_not_depend_on_the_order_of_members() {
+        let names = members(5);
+        let reversed: Vec<&str> = names.iter().rev().map(String::as_str).collect();
+        for uid in uids(50) {
+            assert_eq!(
+                owner(&uid, names.iter().map(String::as_str)),
+                owner(&uid, reversed.iter().copied())
+            );
+        }
+        assert_eq!(owner("x", std::iter::empty()), None);
+    }
+
+    #[test]
+    fn the_sharder_assigns_drains_waits_and_reassigns_from_the_gone() {
+        let names = members(2);
+        let uid = uids(1).remove(0);
+        let target = owner(&uid, names.iter().map(String::as_str)).unwrap().to_string();
+        let other = names.iter().find(|m| **m != target).unwrap().clone();
+        fn at<'a>(uid: &'a str, shard: Option<&'a str>, draining: bool) -> Placement<'a> {
+            Placement { uid, shard, draining }
+        }
+        let ring = ready(&names);
+        assert_eq!(plan(at(&uid, None, false), &ring), Some(Move::Assign(target.clone())));
+        assert_eq!(plan(at(&uid, Some(&target), false), &ring), None);
+        assert_eq!(plan(at(&uid, Some(&other), false), &ring), Some(Move::Drain));
+        assert_eq!(
+            plan(at(&uid, Some(&other), true), &ring),
+            None,
+            "waits for the acknowledgement"
+        );
+
+        let expired = Ring::new([
+            (target.clone(), MemberState::Ready),
+            (other.clone(), MemberState::Expired),
+        ]);
+        assert_eq!(
+            plan(at(&uid, Some(&other), true), &expired),
+            None,
+            "an expired member is not fenced out until its Lease is taken"
+        );
+        let gone = Ring::new([(target.clone(), MemberState::Ready)]);
+        assert_eq!(
+            plan(at(&uid, Some(&other), true), &gone),
+            Some(Move::Assign(target.clone())),
+            "a drain its member died in moves at once"
+        );
+        assert_eq!(
+            plan(at(&uid, None, false), &Ring::default()),
+            None,
+            "no member, no move"
+        );
+    }
+
+    #[test]
+    fn a_member_reconciles_its_own_releases_the_draining_and_skips_the_rest() {
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let mine = labels(&[(SHARD, "a")]);
+        let draining = labels(&[(SHARD, "a"), (DRAIN, "true")]);
+        let theirs = labels(&[(SHARD, "b")]);
+        assert_eq!(duty(Placement::of("u", Some(&mine)), "a"), Duty::Reconcile);
+        assert_eq!(duty(Placement::of("u", Some(&draining)), "a"), Duty::Release);
+        assert_eq!(duty(Placement::of("u", Some(&theirs)), "a"), Duty::Skip);
+        assert_eq!(duty(Placement::of("u", None), "a"), Duty::Skip);
+    }
+
+    #[test]
+    fn a_lease_expires_a_duration_after_its_last_renewal_was_seen() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut leases = Leases::new(15 * second);
+        // The renewTime says ten minutes in the future (a skewed clock): it is not read.
+        leases.observe("a", Some("a"), "2099-01-01T00:00:00Z", start);
+        assert_eq!(leases.ring(start + 14 * second).state("a"), Some(MemberState::Ready));
+        leases.observe("a", Some("a"), "2099-01-01T00:00:00Z", start + 10 * second);
+        assert_eq!(
+            leases.ring(start + 16 * second).state("a"),
+            Some(MemberState::Expired),
+            "the same renewal seen again is no renewal"
+        );
+        leases.observe("a", Some("a"), "2099-01-01T00:00:02Z", start + 16 * second);
+        assert_eq!(leases.ring(start + 30 * second).state("a"), Some(MemberState::Ready));
+        assert_eq!(leases.next_expiry(start + 30 * second), Some(start + 31 * second));
+        leases.observe("a", Some("sharder"), "2099-01-01T00:00:03Z", start + 31 * second);
+        assert_eq!(leases.ring(start + 31 * second).state("a"), None, "taken over: gone");
+        leases.observe("b", Some("b"), "t", start);
+        leases.remove("b");
+        assert_eq!(leases.ring(start).ready().count(), 0);
+    }
+}
