@@ -50,6 +50,9 @@ pub struct Context {
     pub(super) ledger: Mutex<Ledger>,
     /// The `stencil.dev/definition` label of this definition's children.
     definition_label: String,
+    /// This member's name in a sharded ring: it reconciles only the parents labelled
+    /// with it. None when Stencil runs unsharded.
+    shard: Option<Arc<str>>,
 }
 
 /// How a decorator's parents are doing, for its definition's status.
@@ -99,6 +102,7 @@ impl Context {
             ledger: Mutex::new(Ledger::default()),
             definition_label: crate::labels::label_value(&def.name),
             def,
+            shard: None,
         }
     }
 
@@ -120,6 +124,18 @@ impl Context {
             events: Events::new(self.client.clone(), reporter),
             ..self
         }
+    }
+
+    /// The same context in member `member` of a sharded ring (none: unsharded).
+    /// A decorator is never sharded: the leader serves it whole.
+    pub fn sharded_as(self, member: Option<&str>) -> Self {
+        let shard = member.filter(|_| !self.def.spec.is_decorator()).map(Arc::from);
+        Context { shard, ..self }
+    }
+
+    /// This member's name when its parents are a share of a sharded ring.
+    pub(super) fn shard(&self) -> Option<&str> {
+        self.shard.as_deref()
     }
 
     /// Every watch this controller holds: parents, children, lookups.

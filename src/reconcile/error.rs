@@ -62,6 +62,8 @@ pub enum Operation {
     UpdateFinalizers,
     /// Writing the parent's status.
     WriteStatus,
+    /// Handing a draining parent over to another member (removing its shard labels).
+    Handover,
 }
 
 impl Operation {
@@ -76,7 +78,8 @@ impl Operation {
             | Operation::Orphan
             | Operation::Release
             | Operation::UpdateFinalizers
-            | Operation::WriteStatus => "patch",
+            | Operation::WriteStatus
+            | Operation::Handover => "patch",
         }
     }
 }
@@ -94,6 +97,7 @@ impl std::fmt::Display for Operation {
             Operation::Release => "release",
             Operation::UpdateFinalizers => "update finalizers of",
             Operation::WriteStatus => "write status of",
+            Operation::Handover => "hand over",
         })
     }
 }

@@ -12,6 +12,7 @@ mod ledger;
 mod prune;
 mod readers;
 mod rendering;
+mod shard;
 mod status;
 mod teardown;
 mod triggers;
@@ -106,6 +107,9 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
 }
 
 async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
+    if let Some(action) = shard::gate(ctx, parent).await? {
+        return Ok(action);
+    }
     let decorator = ctx.def.spec.is_decorator();
     if decorator && (parent.metadata.deletion_timestamp.is_some() || !ctx.decorates(&parent.metadata)) {
         return collect::undecorate(ctx, parent).await;
@@ -282,6 +286,9 @@ async fn collect_deleted(ctx: Arc<Context>) {
             async move {
                 if collect::is_gone(&ctx, &parent) {
                     ctx.forget(&ctx.parent_ref(&parent));
+                    if !shard::deleted(&ctx, &parent).await {
+                        return;
+                    }
                     if ctx.def.spec.is_decorator() {
                         collect::undecorate_gone(&ctx, &parent).await;
                     } else {

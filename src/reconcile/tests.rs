@@ -15,6 +15,8 @@ use crate::labels;
 use crate::metrics::Metrics;
 use crate::watch::HandFed;
 
+mod sharded;
+
 /// One request the controller sent.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -94,7 +96,8 @@ fn mock_client(existing: Vec<Value>, refusals: Refusals) -> (kube::Client, Arc<M
                     None => (StatusCode::NOT_FOUND, not_found),
                 },
                 _ => {
-                    let mut obj = if body.get("metadata").is_some() {
+                    // A merge patch of a parent's labels is answered with the parent.
+                    let mut obj = if body.get("metadata").is_some() && body.get("apiVersion").is_some() {
                         body
                     } else {
                         parent(None)

@@ -8,10 +8,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::shell::{Shell, resolve};
+use super::shell::{Shell, resolve, share};
 use crate::compile::CompiledDefinition;
 use crate::reconcile;
-use crate::watch::WatchSelection;
 
 /// How long a removed definition goes on tearing down the parents that were being deleted
 /// before it releases them anyway, so none is left undeletable.
@@ -22,7 +21,7 @@ const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
 /// the definition says, so their children that the garbage collector cannot reach do not
 /// leak.
 pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
-    let parents = match shell.watches.acquire(&def.parent, WatchSelection::All, &def.name).await {
+    let parents = match shell.watches.acquire(&def.parent, share(&shell, &def), &def.name).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(definition = %def.name, error = %e, "cannot release the parents' finalizers");

@@ -9,6 +9,7 @@ use kube::Client;
 use super::status::Reports;
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
+use crate::labels;
 use crate::metrics::Metrics;
 use crate::reconcile::Context;
 use crate::watch::{WatchError, WatchLease, WatchSelection, Watches};
@@ -32,6 +33,9 @@ pub struct Shell {
     pub storage_migration: crate::migrate::Method,
     /// Who reports this process's events (the Pod's name), when known.
     pub instance: Option<String>,
+    /// This member's name when parents are sharded between replicas; it watches and
+    /// reconciles only its own share.
+    pub shard: Option<String>,
 }
 
 /// Builds a controller context, or says which kind is not served or not allowed yet.
@@ -44,13 +48,13 @@ pub(super) async fn resolve(
     let owner = def.name.as_str();
     let fail = |e: WatchError| (e.reason(), e.to_string());
     let parents = watches
-        .acquire(&def.parent, parent_selection(def), owner)
+        .acquire(&def.parent, parent_selection(shell, def), owner)
         .await
         .map_err(fail)?;
     let current = def.all_child_kinds();
     let mut children = Vec::new();
     for gvk in kinds_seen {
-        match watches.acquire(gvk, WatchSelection::Managed, owner).await {
+        match watches.acquire(gvk, child_selection(shell, def), owner).await {
             Ok(w) => children.push(w),
             // A kind only an earlier version used may be gone; the current ones must exist.
             Err(e) if current.contains(gvk) => return Err(fail(e)),
@@ -70,14 +74,45 @@ pub(super) async fn resolve(
         lookups,
     )
     .serving(watches.namespaces())
-    .reporting_as(shell.instance.clone()))
+    .reporting_as(shell.instance.clone())
+    .sharded_as(sharded(shell, def)))
 }
 
-/// Which parents a definition's watch sees: a decorator's label selector goes to the API
-/// server, so objects it does not decorate are never held in memory.
-pub(super) fn parent_selection(def: &CompiledDefinition) -> WatchSelection {
+/// This member's name when the definition's parents are sharded: a composite's are, a
+/// decorator's are not (its parents belong to others, and the sharder would have to
+/// label them; the leader serves it whole).
+fn sharded<'s>(shell: &'s Shell, def: &CompiledDefinition) -> Option<&'s str> {
+    shell.shard.as_deref().filter(|_| !def.spec.is_decorator())
+}
+
+/// Which parents a definition's watch sees, selected by the API server so nothing else
+/// is held in memory: a decorator's label selector, or this member's share.
+fn parent_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
     match def.parent_label_query() {
         Some(query) => WatchSelection::Labels(query.to_string()),
+        None => share(shell, def),
+    }
+}
+
+/// Every parent of the definition's kind this member answers for: all of them, or its
+/// share when sharded.
+pub(super) fn share(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
+    match sharded(shell, def) {
+        Some(member) => WatchSelection::Labels(format!("{}={member}", labels::SHARD)),
         None => WatchSelection::All,
+    }
+}
+
+/// Which children a definition's watches see: every object Stencil manages, or those of
+/// this member's share (rendering copies the parent's shard label onto its children).
+fn child_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
+    match sharded(shell, def) {
+        Some(member) => WatchSelection::Labels(format!(
+            "{}={},{}={member}",
+            labels::MANAGED_BY,
+            labels::MANAGED_BY_VALUE,
+            labels::SHARD
+        )),
+        None => WatchSelection::Managed,
     }
 }

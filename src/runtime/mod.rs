@@ -212,6 +212,7 @@ impl Runtime {
             webhook: served.as_ref().map(|s| s.webhook.clone()),
             storage_migration: options.storage_migration,
             instance: options.instance.clone(),
+            shard: None,
         };
         let mut registry = Registry::new(shell);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");

@@ -92,6 +92,13 @@ pub(super) fn decorate(
     if let Some(uid) = parent_field("uid") {
         labels_map.insert(labels::PARENT_UID.into(), uid.into());
     }
+    // A sharded member watches only the children of its own share.
+    if let Some(shard) = parent_meta
+        .and_then(|m| m.pointer(&format!("/labels/{}", labels::SHARD.replace('/', "~1"))))
+        .and_then(Value::as_str)
+    {
+        labels_map.insert(labels::SHARD.into(), shard.into());
+    }
 
     // An ownerReference may only point at an owner in the same namespace, or at a
     // cluster-scoped owner. A decorator's does not block its owner's deletion: that would

@@ -84,12 +84,27 @@ fn a_child_gets_the_parent_namespace_labels_and_a_controller_reference() {
     assert_eq!(labels["stencil.dev/parent-uid"], "uid-1");
     assert_eq!(labels["stencil.dev/definition"], "widgets.example.com");
     assert_eq!(labels["app.kubernetes.io/managed-by"], "stencil");
+    assert!(
+        labels.get("stencil.dev/shard").is_none(),
+        "an unsharded parent's child has no shard"
+    );
     let owner = &obj["metadata"]["ownerReferences"][0];
     assert_eq!(
         owner,
         &json!({"apiVersion": "example.com/v1", "kind": "Widget", "name": "w1",
         "controller": true, "blockOwnerDeletion": true, "uid": "uid-1"})
     );
+}
+
+#[test]
+fn a_child_carries_its_parents_shard() {
+    let def = compile(&child("cm", CM), "");
+    let mut p = parent();
+    p["metadata"]["labels"] = json!({"stencil.dev/shard": "stencil-1", "team": "a"});
+    let out = Inputs::new().run(&def, &p).unwrap();
+    let labels = &out.children[0].object["metadata"]["labels"];
+    assert_eq!(labels["stencil.dev/shard"], "stencil-1");
+    assert!(labels.get("team").is_none(), "only the shard label is copied");
 }
 
 #[test]
