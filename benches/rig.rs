@@ -2,11 +2,12 @@
 //! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7), and a plain kube client making the same
 //! writes; B2 against a watching plain client ([`floor`]); convergence of children that
-//! need no controller manager (B1b, [`lite`]); then a decorator and a selector lookup
-//! (B8, B9, [`decorate`]) and conversion through the webhook (B10, [`convert`]).
-//! BENCH_PART=b1b, decorate or convert runs that part alone. Sizes come from BENCH_N,
-//! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results
-//! go to stdout, target/bench/results.md and target/bench/results.json.
+//! need no controller manager (B1b, [`lite`]); B1b's and B4's parents over three sharded
+//! replicas ([`shard`]); then a decorator and a selector lookup (B8, B9, [`decorate`])
+//! and conversion through the webhook (B10, [`convert`]). BENCH_PART=b1b, shard,
+//! decorate or convert runs that part alone. Sizes come from BENCH_N,
+//! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results go to
+//! stdout, target/bench/results.md and target/bench/results.json.
 
 #[path = "rig/convert.rs"]
 mod convert;
@@ -16,6 +17,8 @@ mod decorate;
 mod floor;
 #[path = "rig/lite.rs"]
 mod lite;
+#[path = "rig/shard.rs"]
+mod shard;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,6 +108,11 @@ fn definition(resync: u64, replicas: u64) -> String {
 
 /// Stencil's rules, as `stencil rbac` derives them for the bench's definition.
 fn stencil_rbac(defs: &Path) -> Vec<Value> {
+    rbac_for(defs, &[])
+}
+
+/// The rules `stencil rbac` derives for `defs`, with `extra` arguments.
+fn rbac_for(defs: &Path, extra: &[&str]) -> Vec<Value> {
     let rbac = Command::new(stencil_bin())
         .args([
             "rbac",
@@ -116,6 +124,7 @@ fn stencil_rbac(defs: &Path) -> Vec<Value> {
             "--service-account",
             "stencil-bench/stencil",
         ])
+        .args(extra)
         .output()
         .unwrap();
     assert!(rbac.status.success(), "{}", String::from_utf8_lossy(&rbac.stderr));
@@ -218,13 +227,22 @@ impl Controller {
     }
 
     fn stencil(defs: &Path, kubeconfig: &Path, log: &Path) -> Controller {
+        Controller::stencil_with(defs, kubeconfig, log, &[], None)
+    }
+
+    /// Stencil with extra arguments, and `POD_NAME` when given.
+    fn stencil_with(defs: &Path, kubeconfig: &Path, log: &Path, extra: &[String], pod: Option<&str>) -> Controller {
         let metrics = format!("127.0.0.1:{}", free_port());
         let mut command = Command::new(stencil_bin());
         command
             .args(["run", "--no-cluster-definitions", "--concurrency", "32"])
             .arg(format!("--definitions={}", defs.display()))
             .arg(format!("--metrics-addr={metrics}"))
+            .args(extra)
             .env("RUST_LOG", "stencil=warn");
+        if let Some(pod) = pod {
+            command.env("POD_NAME", pod);
+        }
         Controller::spawn(command, metrics, kubeconfig, log)
     }
 
@@ -738,7 +756,7 @@ async fn main() {
     // BENCH_PART=decorate runs B8 and B9 alone, and BENCH_PART=convert B10 alone,
     // keeping the other figures of the last run.
     let part = std::env::var("BENCH_PART").unwrap_or_default();
-    if ["b1b", "decorate", "convert"].contains(&part.as_str()) {
+    if ["b1b", "decorate", "convert", "shard"].contains(&part.as_str()) {
         let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
         let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
         for (k, v) in saved {
@@ -747,6 +765,8 @@ async fn main() {
         }
         if part == "b1b" {
             lite::run(&client, dir.path(), n, &mut results).await;
+        } else if part == "shard" {
+            shard::run(&client, dir.path(), n, &mut results).await;
         } else if part == "decorate" {
             let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
             decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
@@ -883,12 +903,41 @@ async fn main() {
     save(&results);
     lite::run(&client, dir.path(), n, &mut results).await;
     save(&results);
+    shard::run(&client, dir.path(), n, &mut results).await;
+    save(&results);
 
     let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
     decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
     convert::run(&client, dir.path(), samples, &mut results).await;
 
     report(&results);
+}
+
+/// One sharding row: the three members against one process, for the keys `shard_<case>*`.
+fn shard_row(r: &BTreeMap<&str, Value>, case: &str) -> String {
+    let key = |k: &str| format!("shard_{case}{k}");
+    let f = |k: &str| r.get(key(k).as_str()).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let list = |k: &str| {
+        r.get(key(k).as_str())
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_f64)
+                    .map(|v| format!("{v:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            })
+            .unwrap_or_else(|| "not run".into())
+    };
+    format!(
+        "shares {} parents; RSS {} MiB (sum {:.1}) against {:.1} MiB for one process; converge {:.1} s against {:.1} s",
+        list("parents"),
+        list("rss_mib"),
+        f("rss_sum_mib"),
+        f("one_rss_mib"),
+        f("converge_s"),
+        f("one_converge_s")
+    )
 }
 
 fn report(r: &BTreeMap<&str, Value>) {
@@ -1033,6 +1082,20 @@ fn report(r: &BTreeMap<&str, Value>) {
                 f("b9_rss_idle_mib"),
                 f("b9_rss_mib")
             ),
+            String::new(),
+            String::new(),
+            "",
+        ),
+        (
+            "Sharding, B4's App over three replicas",
+            shard_row(r, ""),
+            String::new(),
+            String::new(),
+            "each about a third of one process",
+        ),
+        (
+            "Sharding, B1b's Lite over three replicas",
+            shard_row(r, "b1b_"),
             String::new(),
             String::new(),
             "",

@@ -200,6 +200,12 @@ pub struct RunArgs {
     /// Reconcile only while holding a Lease; other replicas wait as warm standbys.
     #[arg(long)]
     pub leader_elect: bool,
+    /// Split the parents between the replicas: each holds a membership Lease and
+    /// reconciles only the parents labelled with its name (`stencil.dev/shard`), which
+    /// the leader assigns. Implies --leader-elect; the ring is named after the leader
+    /// Lease, and each member after its identity ($POD_NAME).
+    #[arg(long)]
+    pub sharding: bool,
     /// Namespace of the leader Lease (default: $POD_NAMESPACE, else `default`).
     #[arg(long)]
     pub leader_election_namespace: Option<String>,
@@ -300,6 +306,10 @@ pub struct RbacArgs {
     /// Include Leases for leader election.
     #[arg(long)]
     pub leader_elect: bool,
+    /// Include Leases for `stencil run --sharding`: leader election, and deleting the
+    /// Lease of a member that stopped renewing it.
+    #[arg(long)]
+    pub sharding: bool,
     /// Leave out OperatorDefinition access (for `stencil run --no-cluster-definitions`).
     #[arg(long)]
     pub no_cluster_definitions: bool,

@@ -4,5 +4,5 @@
 
 mod install;
 
-pub use install::{InstallError, install};
+pub use install::{InstallError, Installer, install};
 pub use stencil_core::crd::*;

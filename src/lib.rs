@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod registry;
 pub mod runtime;
+pub mod sharding;
 pub mod source;
 pub mod webhook;
 

@@ -73,7 +73,7 @@ async fn serve(args: RunArgs) -> Result<()> {
     let config = kube::Config::infer()
         .await
         .context("finding the cluster's configuration")?;
-    let leader = args.leader_elect.then(|| stencil::leader::Settings {
+    let leader = (args.leader_elect || args.sharding).then(|| stencil::leader::Settings {
         namespace: args
             .leader_election_namespace
             .clone()
@@ -116,6 +116,7 @@ async fn serve(args: RunArgs) -> Result<()> {
         webhook,
         storage_migration: args.storage_migration,
         instance: std::env::var("POD_NAME").ok(),
+        sharding: args.sharding,
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

@@ -39,6 +39,13 @@ pub struct StateLabel {
     pub state: String,
 }
 
+/// `member` label of the sharding gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabel {
+    /// The member's name (its Pod's).
+    pub member: String,
+}
+
 /// Labels of applied children.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApplyLabels {
@@ -99,6 +106,10 @@ pub struct Metrics {
     pub definitions: Family<StateLabel, Gauge>,
     /// Kinds watched.
     pub watched_kinds: Gauge,
+    /// Ready members of the sharded ring, as the sharder sees them.
+    pub shard_members: Gauge,
+    /// Parents assigned to each member, as the sharder last counted them.
+    pub shard_parents: Family<MemberLabel, Gauge>,
     /// Objects a decorator decorates now.
     pub decorated_parents: Family<DefinitionLabel, Gauge>,
     /// Of those, the ones whose children are all ready.
@@ -139,6 +150,8 @@ impl Metrics {
             fenced_writes_total: Family::default(),
             definitions: Family::default(),
             watched_kinds: Gauge::default(),
+            shard_members: Gauge::default(),
+            shard_parents: Family::default(),
             decorated_parents: Family::default(),
             decorated_ready_parents: Family::default(),
             children_applied_total: Family::default(),
@@ -197,6 +210,16 @@ impl Metrics {
         );
         r.register("stencil_definitions", "Definitions by state", m.definitions.clone());
         r.register("stencil_watched_kinds", "Kinds watched", m.watched_kinds.clone());
+        r.register(
+            "stencil_shard_members",
+            "Ready members of the sharded ring, as the sharder sees them",
+            m.shard_members.clone(),
+        );
+        r.register(
+            "stencil_shard_parents",
+            "Parents assigned to each member, as the sharder last counted them",
+            m.shard_parents.clone(),
+        );
         r.register(
             "stencil_decorated_parents",
             "Objects a decorator decorates",
@@ -319,6 +342,9 @@ mod tests {
             .observe(0.1);
         m.workqueue_retries_total.get_or_create(&queue("d")).inc();
         m.leader_election_master_status.get_or_create(&queue("d")).set(1);
+        m.shard_parents
+            .get_or_create(&MemberLabel { member: "m".into() })
+            .set(1);
         m.fenced_writes_total
             .get_or_create(&ResultLabel { result: "sent".into() })
             .inc();

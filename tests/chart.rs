@@ -94,6 +94,37 @@ fn two_replicas_turn_leader_election_on_with_a_lease_role() {
 }
 
 #[test]
+fn sharding_runs_every_replica_as_a_member_that_may_remove_a_dead_members_lease() {
+    let objects = template(&format!("{}/ci/sharded-values.yaml", chart()));
+    let deploy = find(&objects, "Deployment")[0];
+    assert_eq!(deploy["spec"]["replicas"], 3);
+    let args: Vec<&str> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--sharding"), "{args:?}");
+    assert!(args.contains(&"--leader-elect"), "{args:?}");
+    let lease_rules: Vec<&Value> = find(&objects, "Role")
+        .into_iter()
+        .chain(find(&objects, "ClusterRole"))
+        .flat_map(|r| r["rules"].as_array().unwrap())
+        .filter(|r| r["resources"][0] == "leases")
+        .collect();
+    assert!(!lease_rules.is_empty());
+    for rule in lease_rules {
+        assert!(
+            rule["verbs"].as_array().unwrap().iter().any(|v| v == "delete"),
+            "{rule}"
+        );
+    }
+    let unsharded = template(&format!("{}/ci/bundled-ha-values.yaml", chart()));
+    let args = find(&unsharded, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(!args.contains("--sharding"), "{args}");
+}
+
+#[test]
 fn watch_namespaces_use_roles() {
     let objects = template(&format!("{}/ci/namespaced-values.yaml", chart()));
     let (webhook, roles): (Vec<&Value>, Vec<&Value>) = find(&objects, "Role")

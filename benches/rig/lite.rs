@@ -20,7 +20,7 @@ use super::{
     delete_all, kro_dir, namespace, root, service_account_kubeconfig, stencil_rbac, until,
 };
 
-const LITES: Parents = Parents {
+pub(super) const LITES: Parents = Parents {
     group: GROUP,
     version: "v1",
     kind: "Lite",
@@ -35,7 +35,7 @@ const KRO_LITES: Parents = Parents {
 };
 
 /// The B1b definition: three children that are ready as soon as they exist.
-fn definition() -> String {
+pub(super) fn definition() -> String {
     let lite = ParentKind {
         group: GROUP,
         kind: "Lite",
@@ -93,7 +93,7 @@ fn names(n: usize) -> Vec<String> {
 }
 
 /// Creates N parents at once and waits until each has its children and is Ready.
-async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
+pub(super) async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
     let api = apps(client, ns, p);
     let started = Instant::now();
     create_parents(&api, &names(n), p).await;
@@ -107,7 +107,7 @@ async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
 }
 
 /// Deletes every parent of `ns` and waits for their children to go.
-async fn teardown(client: &Client, ns: &str, p: Parents) {
+pub(super) async fn teardown(client: &Client, ns: &str, p: Parents) {
     delete_all(&apps(client, ns, p)).await;
     until(
         &format!("B1b children in {ns} to go"),

@@ -256,7 +256,8 @@ pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
     let loaded = load_valid(&args.definitions)?;
     let options = rbac::Options {
         namespaces: args.namespaces.clone(),
-        leader_election: args.leader_elect,
+        leader_election: args.leader_elect || args.sharding,
+        sharding: args.sharding,
         cluster_definitions: !args.no_cluster_definitions,
         name: args.name.clone(),
     };

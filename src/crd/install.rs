@@ -70,6 +70,19 @@ pub enum InstallError {
     /// The CRD was applied but the API server does not serve it yet.
     #[error("CRD {0} is not Established yet")]
     NotEstablished(String),
+    /// The CRD needs a write that only the leader of a sharded ring makes.
+    #[error("CRD {0} differs from the definition's; waiting for the leader to apply it")]
+    AwaitingLeader(String),
+}
+
+/// Who writes a CRD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Installer {
+    /// This process applies it (it runs alone, or leads the ring).
+    Apply,
+    /// Another process does (a member of a sharded ring that does not lead): this one
+    /// checks and waits until the live CRD matches.
+    AwaitLeader,
 }
 
 /// Applies a definition's parent CRD, unless the live one already matches (so a restart
@@ -79,13 +92,15 @@ pub enum InstallError {
 ///
 /// # Errors
 ///
-/// The CRD cannot be built or read, exists and is not Stencil's, would lose data (without
+/// The CRD cannot be built or read, exists and is not Stencil's, needs a write that
+/// another process makes ([`Installer::AwaitLeader`]), would lose data (without
 /// the definition's `allow-breaking-changes`), needs a webhook this process does not serve,
 /// is refused by the API server, or is not Established within 10 s.
 pub async fn install(
     client: &kube::Client,
     def: &CompiledDefinition,
     webhook: Option<&Webhook>,
+    installer: Installer,
 ) -> Result<Vec<Gvk>, InstallError> {
     use kube::api::{Api, Patch, PatchParams};
 
@@ -125,6 +140,9 @@ pub async fn install(
                 changes,
                 location: def.crd_location(),
             });
+        }
+        CrdVerdict::Create | CrdVerdict::Update | CrdVerdict::Breaking(_) if installer == Installer::AwaitLeader => {
+            return Err(InstallError::AwaitingLeader(name));
         }
         CrdVerdict::Create | CrdVerdict::Update | CrdVerdict::Breaking(_) => {
             let params = PatchParams::apply(labels::FIELD_MANAGER).force();

@@ -22,6 +22,9 @@ use crate::metrics::{Metrics, ResultLabel};
 #[derive(Clone)]
 pub struct Fence {
     inner: Arc<State>,
+    /// Fences that must allow a write too (a sharded leader writes under its membership
+    /// Lease and the leader Lease at once); their counters are not touched.
+    also: Vec<Arc<State>>,
 }
 
 struct State {
@@ -29,8 +32,22 @@ struct State {
     elected: bool,
     deadline: Duration,
     valid_until: Mutex<Option<Instant>>,
+    /// Closed for good: the Lease was lost or released, and no renewal seen later (one
+    /// already on its way when the process stopped leading) may reopen it.
+    sealed: std::sync::atomic::AtomicBool,
     sent: Counter,
     refused: Counter,
+}
+
+impl State {
+    fn allows(&self) -> bool {
+        !self.elected
+            || self
+                .valid_until
+                .lock()
+                .expect("fence lock")
+                .is_some_and(|until| Instant::now() < until)
+    }
 }
 
 /// A write refused because the renew deadline had passed.
@@ -66,13 +83,27 @@ impl Fence {
                 .clone()
         };
         Fence {
+            also: Vec::new(),
             inner: Arc::new(State {
                 elected,
                 deadline,
                 valid_until: Mutex::new(None),
+                sealed: std::sync::atomic::AtomicBool::new(false),
                 sent: counter("sent"),
                 refused: counter("refused"),
             }),
+        }
+    }
+
+    /// This fence, closed also whenever `other` is: writes pass only while both allow.
+    /// Sent and refused writes are counted on this fence alone.
+    pub fn and(&self, other: &Fence) -> Fence {
+        let mut also = self.also.clone();
+        also.push(other.inner.clone());
+        also.extend(other.also.iter().cloned());
+        Fence {
+            inner: self.inner.clone(),
+            also,
         }
     }
 
@@ -81,6 +112,9 @@ impl Fence {
     /// older than one already seen changes nothing, so an event delivered late cannot
     /// reopen the fence.
     pub fn renewed(&self, renewed: SystemTime) {
+        if self.inner.sealed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
         let age = SystemTime::now().duration_since(renewed).unwrap_or(Duration::ZERO);
         let Some(until) = (Instant::now() + self.inner.deadline).checked_sub(age) else {
             return;
@@ -91,9 +125,18 @@ impl Fence {
         }
     }
 
-    /// Closes the fence at once (the Lease was lost).
+    /// Closes the fence at once (the Lease names another holder); a renewal of its own
+    /// may open it again.
     pub fn close(&self) {
         *self.inner.valid_until.lock().expect("fence lock") = None;
+    }
+
+    /// Closes the fence for good: this process stopped leading (or holding its
+    /// membership) and exits; a renewal it made just before, reported late, opens
+    /// nothing.
+    pub fn seal(&self) {
+        self.inner.sealed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.close();
     }
 
     /// When the fence closes unless a renewal comes first; none when it is closed already
@@ -104,7 +147,7 @@ impl Fence {
 
     /// Whether a write may leave now.
     pub fn allows(&self) -> bool {
-        !self.inner.elected || self.closes_at().is_some_and(|until| Instant::now() < until)
+        std::iter::once(&self.inner).chain(&self.also).all(|s| s.allows())
     }
 
     /// Writes sent and refused so far.
@@ -185,6 +228,31 @@ mod tests {
         assert_eq!(fence.closes_at(), Some(until));
         fence.close();
         assert!(!fence.allows());
+    }
+
+    #[test]
+    fn a_joined_fence_allows_only_while_both_do() {
+        let metrics = Metrics::new();
+        let member = Fence::elected(Duration::from_secs(10), &metrics);
+        let leader = Fence::elected(Duration::from_secs(10), &metrics);
+        let both = member.and(&leader);
+        member.renewed(SystemTime::now());
+        assert!(!both.allows(), "the leader Lease is not renewed");
+        leader.renewed(SystemTime::now());
+        assert!(both.allows());
+        leader.close();
+        assert!(both.check(write()).is_err());
+        assert!(member.allows(), "the member's own writes go on");
+    }
+
+    #[test]
+    fn a_sealed_fence_stays_closed_whatever_renewal_comes() {
+        let fence = Fence::elected(Duration::from_secs(10), &Metrics::new());
+        fence.renewed(SystemTime::now());
+        fence.seal();
+        fence.renewed(SystemTime::now());
+        assert!(!fence.allows());
+        assert!(fence.check(write()).is_err());
     }
 
     #[test]

@@ -63,6 +63,15 @@ pub enum ElectionError {
         #[source]
         source: LeaseManagerError,
     },
+    /// A member's Lease could not be created or labelled with its ring.
+    #[error("joining the ring on Lease {lease}: {source}")]
+    Ring {
+        /// `namespace/name` of the Lease.
+        lease: String,
+        /// What went wrong.
+        #[source]
+        source: kube::Error,
+    },
     /// The election task stopped: this process can never lead.
     #[error("the leader election task stopped; exiting so that a new process can stand by")]
     Ended,
@@ -71,6 +80,8 @@ pub enum ElectionError {
 /// A running election.
 pub struct Election {
     leader: watch::Receiver<bool>,
+    /// The manager's word, forwarded, for whoever outlives the election's own handles.
+    forwarded: watch::Receiver<bool>,
     task: JoinHandle<Result<kube_lease_manager::LeaseManager, LeaseManagerError>>,
     renewals: JoinHandle<()>,
     gauge: crate::tasks::Owned<()>,
@@ -120,10 +131,15 @@ impl Election {
             .get_or_create(&metrics::queue(&settings.name))
             .clone();
         let mut observe = leader.clone();
+        // Others follow a copy of the manager's channel: the manager lets the Lease go
+        // only once every receiver of its own is dropped, which `release` does here.
+        let (forward, forwarded) = watch::channel(*leader.borrow());
         // Owned, so that `release` drops the last receiver and the Lease manager lets go.
         let gauge_task = crate::tasks::Owned::spawn(async move {
             loop {
-                gauge.set(i64::from(*observe.borrow_and_update()));
+                let leads = *observe.borrow_and_update();
+                gauge.set(i64::from(leads));
+                forward.send_replace(leads);
                 if observe.changed().await.is_err() {
                     gauge.set(0);
                     return;
@@ -132,6 +148,7 @@ impl Election {
         });
         Ok(Election {
             leader,
+            forwarded,
             task,
             renewals,
             gauge: gauge_task,
@@ -142,6 +159,18 @@ impl Election {
     /// The fence that the client's writes pass through.
     pub fn fence(&self) -> Fence {
         self.fence.clone()
+    }
+
+    /// The leader's work as this election hands it out.
+    pub fn leadership(&self) -> Leadership {
+        Leadership(Some((self.forwarded.clone(), self.fence.clone())))
+    }
+
+    /// A future that resolves once this process leads with its fence open, as
+    /// [`Election::acquired`], owning what it waits on so a task can hold it.
+    pub fn led(&self) -> impl std::future::Future<Output = Result<(), ElectionError>> + Send + 'static {
+        let (mut leader, fence) = (self.forwarded.clone(), self.fence.clone());
+        async move { renewed_by_us(&mut leader, &fence).await }
     }
 
     /// Waits until this process leads; fails when the election task has stopped, since
@@ -155,7 +184,8 @@ impl Election {
     }
 
     /// Waits until this process stops leading: the Lease is lost, the election task
-    /// stopped, or the renew deadline passed without a renewal. The fence is closed then.
+    /// stopped, or the renew deadline passed without a renewal. The fence is sealed then:
+    /// the process exits, and no late renewal reopens it meanwhile.
     pub async fn lost(&mut self) {
         loop {
             if !*self.leader.borrow_and_update() {
@@ -172,14 +202,14 @@ impl Election {
                 }
             }
         }
-        self.fence.close();
+        self.fence.seal();
     }
 
     /// Leaves the election, releasing the Lease if held. The fence closes first: once
     /// the Lease is released a standby may take it at once, and no write of this process
     /// may follow.
     pub async fn release(self) {
-        self.fence.close();
+        self.fence.seal();
         self.renewals.abort();
         drop(self.gauge);
         drop(self.leader);
@@ -187,6 +217,37 @@ impl Election {
             Ok(Ok(_)) => tracing::info!("released the leader Lease"),
             Ok(Err(e)) => tracing::warn!(error = %e, "could not release the leader Lease"),
             Err(e) => tracing::warn!(error = %e, "the leader election task failed"),
+        }
+    }
+}
+
+/// Whether this process does the work one replica does for all: CRD installs, storage
+/// migrations, definition status and decorators. Unsharded, the process that runs the
+/// registry does all of it (it leads, or runs alone); in a sharded ring, only the leader.
+#[derive(Clone)]
+pub struct Leadership(Option<(watch::Receiver<bool>, Fence)>);
+
+impl Leadership {
+    /// This process does it all.
+    pub fn always() -> Leadership {
+        Leadership(None)
+    }
+
+    /// Whether this process does the leader's work now.
+    pub fn now(&self) -> bool {
+        match &self.0 {
+            None => true,
+            Some((leader, fence)) => *leader.borrow() && fence.allows(),
+        }
+    }
+
+    /// Waits until this process does the leader's work; forever if it never will.
+    pub async fn wait(&self) {
+        if let Some((leader, fence)) = &self.0 {
+            let mut leader = leader.clone();
+            if renewed_by_us(&mut leader, fence).await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     }
 }

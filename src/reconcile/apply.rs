@@ -127,7 +127,7 @@ pub(super) async fn child(
                 .patch(&name, &params, &Patch::Apply(&with_precondition(&desired, None)))
                 .await
             {
-                Ok(answer) => return Ok(written(ctx, &desired, &what, false, answer)),
+                Ok(answer) => return Ok(written(ctx, parent, (&desired, &hash), &what, false, answer)),
                 Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await {
                     // Gone again already: the next pass creates it.
                     Ok(None) => return Ok(Applied::Soon),
@@ -185,8 +185,17 @@ pub(super) async fn child(
     }
 
     if let Some(live) = &live {
-        let same_hash = applied::live_hash(live) == Some(hash.as_str());
-        if child.update_policy == UpdatePolicy::OnCreate || (same_hash && applied::live_contains(live, &desired)) {
+        let stored = applied::live_hash(live);
+        let same_hash = stored == Some(hash.as_str());
+        let live_uid = live
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let behind = ctx.ledger().behind(&ctx.parent_ref(parent), live_uid, stored, &hash);
+        if behind
+            || child.update_policy == UpdatePolicy::OnCreate
+            || (same_hash && applied::live_contains(live, &desired))
+        {
             ctx.metrics
                 .apply_skipped_total
                 .get_or_create(&metrics::definition(&ctx.def.name))
@@ -218,7 +227,7 @@ pub(super) async fn child(
         other => other,
     };
     match result {
-        Ok(answer) => Ok(written(ctx, &desired, &what, live.is_some(), answer)),
+        Ok(answer) => Ok(written(ctx, parent, (&desired, &hash), &what, live.is_some(), answer)),
         // The object appeared since the read (a create), or was replaced since it was
         // judged (an update): nothing was written; it is judged again on the next pass.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
@@ -249,10 +258,21 @@ pub(super) async fn child(
     }
 }
 
-/// Counts a write that created or updated a child.
-fn written(ctx: &Context, desired: &Value, what: &str, updated: bool, answer: DynamicObject) -> Applied {
+/// Counts a write that created or updated a child, and remembers it until the child's
+/// store holds it.
+fn written(
+    ctx: &Context,
+    parent: &DynamicObject,
+    (desired, hash): (&Value, &str),
+    what: &str,
+    updated: bool,
+    answer: DynamicObject,
+) -> Applied {
     let verb = if updated { "updated" } else { "created" };
     count(ctx, desired, verb);
+    if let Some(uid) = &answer.metadata.uid {
+        ctx.ledger().wrote(&ctx.parent_ref(parent), uid, hash);
+    }
     Applied::Written(format!("{what} {verb}"), Box::new(answer))
 }
 

@@ -133,6 +133,11 @@ impl Context {
         Context { shard, ..self }
     }
 
+    /// The `stencil.dev/definition` label of this definition's children.
+    pub(super) fn definition_label(&self) -> &str {
+        &self.definition_label
+    }
+
     /// This member's name when its parents are a share of a sharded ring.
     pub(super) fn shard(&self) -> Option<&str> {
         self.shard.as_deref()

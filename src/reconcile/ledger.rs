@@ -1,11 +1,12 @@
 //! What a controller keeps about each parent between passes, in one place under one lock:
 //! when its oldest unserved request arrived, how often it failed in a row, what the API
 //! server refused it, the conflict it last reported, the end of its finalize step, a
-//! decorator's outcome, and the reverse indexes from objects to the parents that read or
-//! wait for them. Forgetting a parent drops all of it at once.
+//! decorator's outcome, the child writes its store may not hold yet, and the reverse
+//! indexes from objects to the parents that read or wait for them. Forgetting a parent
+//! drops all of it at once.
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
@@ -28,7 +29,22 @@ struct Record {
     /// A decorator's last word: `None` when every child is ready, else the reason and
     /// message a composite parent's `Ready` would carry.
     outcome: Option<Option<(String, String)>>,
+    /// Children written by recent passes, until their store holds the write.
+    written: Vec<Written>,
 }
+
+/// A child write whose answer the child's store may not hold yet.
+#[derive(Debug, PartialEq)]
+struct Written {
+    uid: String,
+    hash: String,
+    at: Instant,
+}
+
+/// How long a write is taken to explain a store that shows the child as before it. A
+/// watch event normally follows its write within milliseconds; past this, the store is
+/// trusted again (a change by another hand since is then corrected).
+const STORE_LAG: Duration = Duration::from_secs(10);
 
 /// Every parent's record, and who reads or waits for which object.
 #[derive(Default)]
@@ -163,6 +179,34 @@ impl Ledger {
         all.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         all.dedup();
         all
+    }
+
+    /// Notes that this pass wrote child `uid` with the applied-hash `hash`.
+    pub(super) fn wrote(&mut self, parent: &ParentRef, uid: &str, hash: &str) {
+        let written = &mut self.record(parent).written;
+        written.retain(|w| w.uid != uid);
+        written.push(Written {
+            uid: uid.to_string(),
+            hash: hash.to_string(),
+            at: Instant::now(),
+        });
+    }
+
+    /// Whether the store's copy of child `uid` (with the applied-hash `stored`) is older
+    /// than this controller's own recent write of `desired`: a pass that runs before the
+    /// write's watch event arrives (woken by the parent's status write, say) then writes
+    /// nothing again. A write the store holds is forgotten.
+    pub(super) fn behind(&mut self, parent: &ParentRef, uid: &str, stored: Option<&str>, desired: &str) -> bool {
+        let Some(record) = self.records.get_mut(parent) else {
+            return false;
+        };
+        let now = Instant::now();
+        record
+            .written
+            .retain(|w| now.duration_since(w.at) < STORE_LAG && !(w.uid == uid && Some(w.hash.as_str()) == stored));
+        let behind = stored != Some(desired) && record.written.iter().any(|w| w.uid == uid && w.hash == desired);
+        self.tidy(parent);
+        behind
     }
 
     /// Drops everything kept about `parent`.

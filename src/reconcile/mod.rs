@@ -118,7 +118,12 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         return finalize::run(ctx, parent).await;
     }
     let uid = parent.metadata.uid.clone().unwrap_or_default();
-    let observed_objects = ctx.observed(&uid);
+    let arrived = shard::arrived(ctx, parent);
+    let observed_objects = if arrived {
+        shard::children_on_arrival(ctx, parent, &uid, ctx.observed(&uid)).await?
+    } else {
+        ctx.observed(&uid)
+    };
     let render_started = std::time::Instant::now();
     let (parent_json, rendered) = render_off_thread(ctx, parent, &observed_objects, render::render).await?;
     ctx.metrics
@@ -183,6 +188,11 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     }
     if let Err(e) = prune::run(ctx, parent, &out, &observed_objects).await {
         return Err(not_ready_after(ctx, parent, &out.status, "PruneFailed", e).await);
+    }
+    // Children held back by dependsOn may still carry the old member's label: the list
+    // is repeated until none is.
+    if arrived && out.waiting.is_empty() {
+        shard::settled(ctx, parent).await?;
     }
     let rendered_status = if answers.is_empty() {
         out.status

@@ -6,12 +6,21 @@
 //! deleted, or its `stencil.dev/shard` label changed (a handover, a move from a member
 //! that was gone). Both arrive as a delete event, and a relist reports both as missing;
 //! only the first may delete children.
+//!
+//! A parent that arrives from another member brings children this member's watch does
+//! not see (they carry the old member's label until this one applies them): its first
+//! pass here lists them from the API server, so a child its template no longer renders is
+//! pruned rather than left behind.
 
+use std::sync::Arc;
+
+use kube::ResourceExt;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
 use super::context::describe_object;
+use super::teardown::listed_children;
 use super::{Context, Operation, ReconcileError};
 use crate::labels;
 use crate::shard::{Duty, Placement, duty};
@@ -46,9 +55,11 @@ async fn hand_over(ctx: &Context, parent: &DynamicObject) -> Result<(), Reconcil
     let Some(name) = parent.metadata.name.as_deref() else {
         return Ok(());
     };
+    let member = ctx.shard().unwrap_or_default();
     let patch = json!({"metadata": {
         "resourceVersion": parent.metadata.resource_version,
         "labels": {labels::SHARD: null, labels::DRAIN: null},
+        "annotations": {labels::MOVED_FROM: member},
     }});
     match ctx
         .parent_api(parent)
@@ -97,5 +108,55 @@ pub(super) async fn deleted(ctx: &Context, parent: &DynamicObject) -> bool {
             tracing::debug!(parent = %describe_object(parent), error = %e, "could not confirm a deletion; the garbage collector will");
             false
         }
+    }
+}
+
+/// Whether the parent has just moved here and its children are still labelled for the
+/// member it left.
+pub(super) fn arrived(ctx: &Context, parent: &DynamicObject) -> bool {
+    ctx.shard().is_some() && parent.annotations().contains_key(labels::MOVED_FROM)
+}
+
+/// The children of a parent that has just arrived: those this member's watch holds, and
+/// those the API server lists with the parent's UID and this definition's label.
+///
+/// # Errors
+///
+/// The list fails.
+pub(super) async fn children_on_arrival(
+    ctx: &Context,
+    parent: &DynamicObject,
+    uid: &str,
+    observed: Vec<Arc<DynamicObject>>,
+) -> Result<Vec<Arc<DynamicObject>>, ReconcileError> {
+    let mut all = observed;
+    for listed in listed_children(ctx, parent, uid).await? {
+        let ours = listed.labels().get(labels::DEFINITION).map(String::as_str) == Some(ctx.definition_label());
+        if ours && !all.iter().any(|o| o.metadata.uid == listed.metadata.uid) {
+            all.push(listed);
+        }
+    }
+    Ok(all)
+}
+
+/// Removes the arrival annotation once a pass has applied and pruned the children.
+///
+/// # Errors
+///
+/// The patch fails.
+pub(super) async fn settled(ctx: &Context, parent: &DynamicObject) -> Result<(), ReconcileError> {
+    let patch = json!({"metadata": {"annotations": {labels::MOVED_FROM: null}}});
+    match ctx
+        .parent_api(parent)
+        .patch(&parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(ReconcileError::Kube {
+            action: Operation::Handover,
+            object: describe_object(parent),
+            source,
+        }),
     }
 }

@@ -1020,3 +1020,36 @@ async fn one_event_tells_every_write_of_a_pass() {
     assert_eq!(updated[0].0, "Updated");
     assert!(updated[0].1.contains("ns/w-cm updated"), "{updated:?}");
 }
+
+/// A pass woken before the watch event of its own last write (by the parent's status
+/// write, say) finds the child as it was before that write: it writes nothing again.
+#[tokio::test]
+async fn a_pass_ahead_of_the_store_does_not_write_its_own_write_again() {
+    let mut w = World::new();
+    let mut child = w.create_child().await;
+    // The mock answers every write with this uid: the stored child is the same object.
+    child["metadata"]["uid"] = json!("answered-uid");
+    w.children.apply(child);
+    let first = w.reconcile(resized(4)).await;
+    assert_eq!(
+        configmap_writes(&first),
+        ["PATCH w-cm"],
+        "positive control: the edit is written"
+    );
+    let again = w.reconcile(resized(4)).await;
+    assert!(
+        configmap_writes(&again).is_empty(),
+        "the store still shows the child before the write: {again:?}"
+    );
+    let mut caught_up = first[0].body.clone();
+    caught_up["metadata"]["uid"] = json!("answered-uid");
+    w.children.apply(caught_up);
+    let settled = w.reconcile(resized(4)).await;
+    assert!(configmap_writes(&settled).is_empty(), "{settled:?}");
+    let changed = w.reconcile(resized(5)).await;
+    assert_eq!(
+        configmap_writes(&changed),
+        ["PATCH w-cm"],
+        "a new change is written at once"
+    );
+}

@@ -36,6 +36,8 @@ pub struct Shell {
     /// This member's name when parents are sharded between replicas; it watches and
     /// reconciles only its own share.
     pub shard: Option<String>,
+    /// Whether this process installs CRDs, migrates storage and serves decorators.
+    pub leadership: crate::leader::Leadership,
 }
 
 /// Builds a controller context, or says which kind is not served or not allowed yet.

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::conditions::{condition, set, with_times};
 use crate::definition::{FailingParent, OperatorDefinition};
 use crate::labels;
+use crate::leader::Leadership;
 use crate::reconcile::Decorated;
 use crate::source::Origin;
 
@@ -195,30 +196,77 @@ impl Reports {
     }
 }
 
-/// Starts the status task; it ends when every [`Reports`] is dropped.
-pub fn start(client: Client) -> (Reports, tokio::task::JoinHandle<()>) {
+/// Starts the status task; it ends when every [`Reports`] is dropped. Each report is
+/// logged; it is written only while this process does the leader's work, and those that
+/// arrive before are held (the last of each kind per definition) and written once it
+/// does.
+pub fn start(client: Client, leadership: Leadership) -> (Reports, tokio::task::JoinHandle<()>) {
     let (tx, rx) = unbounded_channel();
-    (Reports(tx), tokio::spawn(write_all(client, rx)))
+    (Reports(tx), tokio::spawn(write_all(client, rx, leadership)))
 }
 
-async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>) {
-    let api: Api<OperatorDefinition> = Api::all(client);
-    // The last status written (or read) of each definition.
-    let mut written: HashMap<String, Value> = HashMap::new();
-    while let Some((origin, report)) = rx.recv().await {
+async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>, leadership: Leadership) {
+    let mut writer = Writer {
+        api: Api::all(client),
+        written: HashMap::new(),
+    };
+    let mut held: Vec<(Origin, Report)> = Vec::new();
+    loop {
+        let next = if held.is_empty() {
+            rx.recv().await
+        } else {
+            tokio::select! {
+                next = rx.recv() => next,
+                () = leadership.wait() => {
+                    for (origin, report) in std::mem::take(&mut held) {
+                        writer.write(origin, report).await;
+                    }
+                    continue;
+                }
+            }
+        };
+        let Some((origin, report)) = next else { return };
         report.log(&origin);
-        let Origin::Cluster { name } = origin else { continue };
-        if report == Report::Removed {
-            written.remove(&name);
-            continue;
+        if leadership.now() {
+            writer.write(origin, report).await;
+        } else {
+            hold(&mut held, origin, report);
         }
-        let live = match written.get(&name) {
+    }
+}
+
+/// Keeps a report for later: the last of each kind per definition, in arrival order.
+fn hold(held: &mut Vec<(Origin, Report)>, origin: Origin, report: Report) {
+    let kind = std::mem::discriminant(&report);
+    if report == Report::Removed {
+        held.retain(|(o, _)| *o != origin);
+    } else {
+        held.retain(|(o, r)| *o != origin || std::mem::discriminant(r) != kind);
+    }
+    held.push((origin, report));
+}
+
+/// Writes reports on the definitions' status.
+struct Writer {
+    api: Api<OperatorDefinition>,
+    /// The last status written (or read) of each definition.
+    written: HashMap<String, Value>,
+}
+
+impl Writer {
+    async fn write(&mut self, origin: Origin, report: Report) {
+        let Origin::Cluster { name } = origin else { return };
+        if report == Report::Removed {
+            self.written.remove(&name);
+            return;
+        }
+        let live = match self.written.get(&name) {
             Some(v) => v.clone(),
-            None => match api.get_status(&name).await {
+            None => match self.api.get_status(&name).await {
                 Ok(od) => serde_json::to_value(od.status.unwrap_or_default()).unwrap_or_else(|_| json!({})),
                 Err(e) => {
                     tracing::debug!(definition = %name, error = %e, "cannot read the definition's status");
-                    continue;
+                    return;
                 }
             },
         };
@@ -226,12 +274,13 @@ async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>) 
         report.apply(&mut next);
         let next = with_times(&next, Some(&live));
         if next == live {
-            written.insert(name, live);
-            continue;
+            self.written.insert(name, live);
+            return;
         }
         let body = json!({"apiVersion": "stencil.dev/v1alpha1", "kind": "OperatorDefinition",
             "metadata": {"name": name}, "status": next});
-        match api
+        match self
+            .api
             .patch_status(
                 &name,
                 &PatchParams::apply(labels::FIELD_MANAGER).force(),
@@ -240,11 +289,11 @@ async fn write_all(client: Client, mut rx: UnboundedReceiver<(Origin, Report)>) 
             .await
         {
             Ok(_) => {
-                written.insert(name, next);
+                self.written.insert(name, next);
             }
             Err(e) => {
                 tracing::warn!(definition = %name, error = %e, "could not write the definition's status");
-                written.remove(&name);
+                self.written.remove(&name);
             }
         }
     }

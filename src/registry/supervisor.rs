@@ -187,8 +187,20 @@ async fn serve(
     kinds_seen: Vec<Gvk>,
     stop: watch::Receiver<bool>,
 ) {
+    // A decorator's parents are not sharded: only the leader serves it.
+    if def.spec.is_decorator() && !shell.leadership.now() {
+        tokio::select! {
+            () = shell.leadership.wait() => {}
+            () = stopped(stop.clone()) => return,
+        }
+    }
     let installed = until_ready(&shell, &origin, &stop, || async {
-        match crate::crd::install(&shell.client, &def, shell.webhook.as_ref()).await {
+        let installer = if shell.leadership.now() {
+            crate::crd::Installer::Apply
+        } else {
+            crate::crd::Installer::AwaitLeader
+        };
+        match crate::crd::install(&shell.client, &def, shell.webhook.as_ref(), installer).await {
             Ok(recorded) => Ok((None, recorded)),
             Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
             Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
@@ -222,8 +234,10 @@ async fn serve(
     };
     let _migration = refused.is_none().then(|| {
         let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
-        let method = shell.storage_migration;
+        let (method, leadership) = (shell.storage_migration, shell.leadership.clone());
         crate::tasks::Owned::spawn(async move {
+            // One replica rewrites the objects: the leader, or the next one.
+            leadership.wait().await;
             let progress = |p| reports.send(&origin, Report::Migration(p));
             if let Err(e) = crate::migrate::run(&client, &def, method, progress).await {
                 let message = e.to_string();

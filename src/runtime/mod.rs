@@ -12,10 +12,11 @@ use std::time::Duration;
 pub use client::Observer;
 
 use crate::http::{self, Health, ServeError};
-use crate::leader::{self, Election, ElectionError, Fence};
+use crate::leader::{self, Election, ElectionError, Fence, Leadership};
 use crate::metrics::Metrics;
 use crate::registry::shell::Shell;
 use crate::registry::{Registry, status};
+use crate::sharding;
 use crate::source::{cluster, files};
 use crate::watch::Watches;
 use crate::webhook::{self, Conversions};
@@ -44,6 +45,10 @@ pub struct Options {
     pub storage_migration: crate::migrate::Method,
     /// The name events are reported from (the Pod's, `$POD_NAME` in the chart).
     pub instance: Option<String>,
+    /// Split the parents between the replicas: each joins the ring named after the
+    /// leader Lease under its leader identity, and the leader assigns the parents. Needs
+    /// `leader`.
+    pub sharding: bool,
 }
 
 impl Default for Options {
@@ -59,6 +64,7 @@ impl Default for Options {
             webhook: None,
             storage_migration: crate::migrate::Method::Auto,
             instance: None,
+            sharding: false,
         }
     }
 }
@@ -87,6 +93,12 @@ pub enum RuntimeError {
     /// This process stopped leading.
     #[error("lost the leader Lease; exiting so a fresh process can stand by")]
     LostLease,
+    /// This member lost its membership Lease: its parents are another's now.
+    #[error("lost the membership Lease; exiting so a fresh process can join the ring")]
+    LostMembership,
+    /// Sharding was asked for without leader election.
+    #[error("--sharding needs --leader-elect: the leader assigns the parents")]
+    ShardingWithoutLeader,
 }
 
 /// A configured Stencil, ready to run.
@@ -144,20 +156,65 @@ impl Runtime {
             Some(settings) => Some(webhook::start(&unfenced, settings, conversions.clone(), metrics.clone()).await?),
             None => None,
         };
+        if options.sharding && options.leader.is_none() {
+            return Err(RuntimeError::ShardingWithoutLeader);
+        }
+        let mut membership = match (&options.leader, options.sharding) {
+            (Some(settings), true) => {
+                Some(sharding::membership::join(unfenced.clone(), settings, &settings.name, &metrics).await?)
+            }
+            _ => None,
+        };
         let mut election = match &options.leader {
             Some(settings) => Some(Election::start(unfenced, settings, &metrics).await?),
             None => None,
         };
-        let fence = election.as_ref().map_or_else(|| Fence::open(&metrics), Election::fence);
-        let client = client::fenced(&config, metrics.clone(), observer, fence.clone())?;
+        // A member writes under its own Lease; the sharder, under both.
+        let fence = match (&membership, &election) {
+            (Some(m), _) => m.fence(),
+            (None, Some(e)) => e.fence(),
+            (None, None) => Fence::open(&metrics),
+        };
+        let client = client::fenced(&config, metrics.clone(), observer.clone(), fence.clone())?;
+        // Sharded, the leader's own writes (assignments, definition status) pass both.
+        let (leader_client, leadership) = match (&membership, &election) {
+            (Some(m), Some(e)) => (
+                client::fenced(&config, metrics.clone(), observer, m.fence().and(&e.fence()))?,
+                e.leadership(),
+            ),
+            _ => (client.clone(), Leadership::always()),
+        };
+        let kinds = Arc::new(sharding::Kinds::default());
+        let _sharder = match (&membership, &election, &options.leader) {
+            (Some(_), Some(e), Some(settings)) => {
+                let leader_client = leader_client.clone();
+                let sharder = sharding::sharder::Settings {
+                    namespace: settings.namespace.clone(),
+                    ring: settings.name.clone(),
+                    lease_duration: settings.lease_duration,
+                    resync: SHARDER_RESYNC,
+                    namespaces: options.namespaces.clone(),
+                };
+                let (led, kinds, metrics) = (e.led(), kinds.clone(), metrics.clone());
+                Some(crate::tasks::Owned::spawn(async move {
+                    if led.await.is_ok() {
+                        tracing::info!("leading the ring: assigning parents to members");
+                        sharding::sharder::run(leader_client, sharder, kinds, metrics).await;
+                    }
+                }))
+            }
+            _ => None,
+        };
 
         let (tx, mut sources) = tokio::sync::mpsc::unbounded_channel();
         let (forward, rx) = tokio::sync::mpsc::unbounded_channel();
         // The webhook's table follows the sources at once; the registry takes the same
         // events once this process leads.
+        let sharded_kinds = kinds.clone();
         let _tee = crate::tasks::Owned::spawn(async move {
             while let Some(event) = sources.recv().await {
                 conversions.observe(&event);
+                sharded_kinds.observe(&event);
                 if forward.send(event).is_err() {
                     break;
                 }
@@ -178,7 +235,21 @@ impl Runtime {
         });
 
         tokio::pin!(shutdown);
-        if let Some(e) = election.as_mut() {
+        if let Some(m) = membership.as_mut() {
+            tracing::info!("joining the ring");
+            tokio::select! {
+                acquired = m.acquired() => {
+                    if let Err(err) = acquired {
+                        return Err(err.into());
+                    }
+                    tracing::info!("joined the ring");
+                }
+                _ = &mut shutdown => {
+                    leave(membership, election).await;
+                    return Ok(());
+                }
+            }
+        } else if let Some(e) = election.as_mut() {
             tracing::info!("waiting to become the leader");
             tokio::select! {
                 acquired = e.acquired() => {
@@ -188,9 +259,7 @@ impl Runtime {
                     tracing::info!("became the leader");
                 }
                 _ = &mut shutdown => {
-                    if let Some(e) = election {
-                        e.release().await;
-                    }
+                    leave(membership, election).await;
                     return Ok(());
                 }
             }
@@ -202,7 +271,7 @@ impl Runtime {
             options.sync_timeout,
             metrics.clone(),
         ));
-        let (reports, status_task) = status::start(client.clone());
+        let (reports, status_task) = status::start(leader_client, leadership.clone());
         let shell = Shell {
             client,
             watches,
@@ -212,14 +281,33 @@ impl Runtime {
             webhook: served.as_ref().map(|s| s.webhook.clone()),
             storage_migration: options.storage_migration,
             instance: options.instance.clone(),
-            shard: None,
+            shard: options
+                .leader
+                .as_ref()
+                .filter(|_| options.sharding)
+                .map(|l| l.identity.clone()),
+            leadership,
         };
         let mut registry = Registry::new(shell);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");
+        // Unsharded, the leader Lease is what lets this process write. Sharded, the
+        // membership Lease is; the leader Lease, once held, only for assigning parents.
         let lost = async {
-            match election.as_mut() {
-                Some(e) => e.lost().await,
-                None => std::future::pending().await,
+            match (membership.as_mut(), election.as_mut()) {
+                (Some(m), Some(e)) => tokio::select! {
+                    () = m.lost() => RuntimeError::LostMembership,
+                    () = async {
+                        if e.acquired().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                        e.lost().await;
+                    } => RuntimeError::LostLease,
+                },
+                (_, Some(e)) => {
+                    e.lost().await;
+                    RuntimeError::LostLease
+                }
+                _ => std::future::pending().await,
             }
         };
         let mut rx = rx;
@@ -238,15 +326,31 @@ impl Runtime {
                 tracing::info!("shutting down");
                 Ok(())
             }
-            _ = lost => Err(RuntimeError::LostLease),
+            error = lost => Err(error),
         };
         registry.shutdown().await;
         status_task.abort();
-        if let Some(e) = election {
-            let (sent, refused) = fence.counts();
+        let (sent, refused) = fence.counts();
+        if options.sharding {
+            tracing::info!(sent, refused, "writes through the member's fence");
+        } else {
             tracing::info!(sent, refused, "writes through the leader's fence");
-            e.release().await;
         }
+        leave(membership, election).await;
         outcome
+    }
+}
+
+/// How often the sharder looks at every parent again, besides ring changes.
+const SHARDER_RESYNC: Duration = Duration::from_secs(60);
+
+/// Leaves the ring and the election, releasing whatever Lease is held: the membership
+/// first, so the parents move at once, then the leader Lease.
+async fn leave(membership: Option<Election>, election: Option<Election>) {
+    if let Some(m) = membership {
+        m.release().await;
+    }
+    if let Some(e) = election {
+        e.release().await;
     }
 }

@@ -25,7 +25,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "stencil.leaderElection" -}}
-{{- if or .Values.leaderElection.enabled (gt (int .Values.replicas) 1) -}}true{{- end -}}
+{{- if or .Values.leaderElection.enabled .Values.sharding.enabled (gt (int .Values.replicas) 1) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "stencil.hasDefinitions" -}}
@@ -50,7 +50,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "stencil.leaseRules" -}}
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
+  {{- if .Values.sharding.enabled }}
+  {{- /* The sharder deletes the Lease of a member that stopped renewing it. */}}
+  verbs: [get, list, watch, create, update, patch, delete]
+  {{- else }}
   verbs: [get, list, watch, create, update, patch]
+  {{- end }}
 {{- end -}}
 
 {{- define "stencil.certManager" -}}

@@ -49,6 +49,11 @@ pub const SHARD: &str = "stencil.dev/shard";
 /// Added by the sharder to ask a parent's member to let it go before another takes it.
 pub const DRAIN: &str = "stencil.dev/drain";
 
+/// Annotation on a parent that moved between members: the member it left. Its children
+/// still carry that member's shard label, so the new member finds them through the API
+/// server once, then removes the annotation.
+pub const MOVED_FROM: &str = "stencil.dev/moved-from";
+
 /// On each membership Lease: the ring (the Helm release) the member belongs to.
 pub const RING: &str = "stencil.dev/ring";
 

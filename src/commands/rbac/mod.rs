@@ -95,6 +95,8 @@ pub struct Options {
     pub namespaces: Vec<String>,
     /// Whether leader election is on (it needs Leases).
     pub leader_election: bool,
+    /// Whether the parents are sharded (the sharder deletes a dead member's Lease).
+    pub sharding: bool,
     /// Whether OperatorDefinition resources are served.
     pub cluster_definitions: bool,
     /// Name prefix of the generated roles.
@@ -206,13 +208,12 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
         &mut needs.namespaced
     };
     own.grant("events.k8s.io", "events", &["create", "patch"], &[]);
-    if options.leader_election {
-        own.grant(
-            "coordination.k8s.io",
-            "leases",
-            &["get", "list", "watch", "create", "update", "patch"],
-            &[],
-        );
+    if options.leader_election || options.sharding {
+        let mut verbs = vec!["get", "list", "watch", "create", "update", "patch"];
+        if options.sharding {
+            verbs.push("delete");
+        }
+        own.grant("coordination.k8s.io", "leases", &verbs, &[]);
     }
     if options.cluster_definitions {
         needs

@@ -118,6 +118,23 @@ fn namespaces_move_namespaced_kinds_into_roles() {
     assert!(!n.cluster.allows("apps", "statefulsets", "patch", None));
     assert!(n.cluster.allows("", "namespaces", "create", None));
     assert!(n.namespaced.allows("coordination.k8s.io", "leases", "update", None));
+    assert!(
+        !n.namespaced.allows("coordination.k8s.io", "leases", "delete", None),
+        "leader election alone deletes no Lease"
+    );
+    let sharded = needs(
+        &defs,
+        &scopes,
+        &Options {
+            sharding: true,
+            ..options.clone()
+        },
+    );
+    assert!(
+        sharded
+            .namespaced
+            .allows("coordination.k8s.io", "leases", "delete", None)
+    );
     let m = manifests(&n, &options);
     assert_eq!(m.iter().filter(|o| o["kind"] == "Role").count(), 2);
     // Two namespaces share one cluster-wide watch per kind: reading is cluster-wide.

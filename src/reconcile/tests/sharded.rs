@@ -61,6 +61,52 @@ async fn a_draining_parent_is_handed_over_with_one_conditional_patch_and_no_chil
         body["labels"].as_object().is_some_and(|l| l.len() == 2),
         "both labels are removed, nothing else: {body}"
     );
+    assert_eq!(
+        body["annotations"][labels::MOVED_FROM],
+        "a",
+        "the next member learns where the children are"
+    );
+}
+
+#[tokio::test]
+async fn an_arriving_parent_takes_its_children_over_and_prunes_the_one_no_longer_rendered() {
+    let mut w = member_a();
+    w.reconcile(placed("a", false)).await;
+    // The children as the member the parent left wrote them: labelled with its name, and
+    // not in this member's watch. One of them is no longer rendered.
+    {
+        let mut objects = w.objects.lock().unwrap();
+        let path = "/api/v1/namespaces/ns/configmaps/w-cm";
+        let mut cm = objects[path].clone();
+        cm["metadata"]["labels"][labels::SHARD] = json!("b");
+        let mut old = cm.clone();
+        old["metadata"]["name"] = json!("w-old");
+        old["metadata"]["uid"] = json!("old-uid");
+        objects.insert(path.to_string(), cm);
+        objects.insert("/api/v1/namespaces/ns/configmaps/w-old".to_string(), old);
+    }
+    let mut arrived = placed("a", false);
+    arrived["metadata"]["annotations"] = json!({labels::MOVED_FROM: "b"});
+    let sent = w.reconcile(arrived).await;
+    let short: Vec<String> = sent.iter().map(Seen::short).collect();
+    assert!(
+        short.contains(&"GET /api/v1/configmaps".to_string()),
+        "the children are listed: {short:?}"
+    );
+    let relabelled = sent
+        .iter()
+        .rfind(|s| s.method == "PATCH" && s.path.ends_with("/configmaps/w-cm"))
+        .expect("the rendered child is applied");
+    assert_eq!(relabelled.body["metadata"]["labels"][labels::SHARD], "a");
+    assert!(
+        short.contains(&"DELETE /api/v1/namespaces/ns/configmaps/w-old".to_string()),
+        "the child no longer rendered is pruned: {short:?}"
+    );
+    let settled = sent
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path == "/apis/example.org/v1/namespaces/ns/widgets/w")
+        .expect("the arrival is settled");
+    assert_eq!(settled.body["metadata"]["annotations"][labels::MOVED_FROM], Value::Null);
 }
 
 #[tokio::test]

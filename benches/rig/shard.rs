@@ -1,0 +1,149 @@
+//! Sharding: the same N parents served by one unsharded Stencil, then by three
+//! `stencil run --sharding` replicas, for B1b's definition (children ready on creation)
+//! and for B4's (the App, its Deployment without replicas): converge time, each
+//! replica's share and RSS, and their sum against the one process, in one run.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::ListParams;
+use serde_json::{Value, json};
+
+use super::{
+    APPS, Controller, Parents, apps, definition, lite, namespace, rbac_for, root, service_account_kubeconfig, until,
+};
+
+/// Replicas of the sharded run.
+const REPLICAS: usize = 3;
+
+/// Where the membership and leader Leases live.
+const LEASE_NAMESPACE: &str = "stencil-bench";
+
+/// One definition's figures: converge time and RSS, unsharded and sharded.
+struct Case {
+    key: &'static str,
+    text: String,
+    parents: Parents,
+}
+
+/// Both cases at N.
+pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTreeMap<&'static str, Value>) {
+    let cases = [
+        Case {
+            key: "b1b",
+            text: lite::definition(),
+            parents: lite::LITES,
+        },
+        Case {
+            key: "b4",
+            text: definition(300, 0),
+            parents: APPS,
+        },
+    ];
+    results.insert("shard_n", json!(n));
+    results.insert("shard_replicas", json!(REPLICAS));
+    for case in cases {
+        let figures = one_case(client, dir, n, &case).await;
+        for (name, value) in figures {
+            // The bench is one short process; its keys live as long as it does.
+            let key: &'static str = Box::leak(format!("shard_{}{name}", prefix(case.key)).into_boxed_str());
+            results.insert(key, value);
+        }
+    }
+}
+
+/// B4's keys are the plain `shard_*` ones the README quotes; B1b's carry its name.
+fn prefix(key: &str) -> String {
+    if key == "b4" { String::new() } else { format!("{key}_") }
+}
+
+async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'static str, Value)> {
+    let defs = dir.join(format!("shard-{}", case.key));
+    std::fs::create_dir_all(&defs).unwrap();
+    std::fs::write(defs.join("definition.yaml"), &case.text).unwrap();
+    let kubeconfig = service_account_kubeconfig(client, "stencil", rbac_for(&defs, &["--sharding"]), dir).await;
+    let log = |name: &str| root().join(format!("target/bench/stencil-shard-{}-{name}.log", case.key));
+    let mut out = Vec::new();
+
+    // One process over every parent.
+    let ns = format!("bench-shard-{}-one", case.key);
+    namespace(client, &ns).await;
+    let one = Controller::stencil(&defs, &kubeconfig, &log("one"));
+    serving(client, &ns, case.parents, &[&one]).await;
+    let took = lite::converge(client, &ns, n, case.parents).await;
+    let rss = one.rss_kib().0 as f64 / 1024.0;
+    out.push(("one_converge_s", json!(took.as_secs_f64())));
+    out.push(("one_rss_mib", json!(rss)));
+    lite::teardown(client, &ns, case.parents).await;
+    one.stop();
+
+    // Three members.
+    let ns = format!("bench-shard-{}", case.key);
+    namespace(client, &ns).await;
+    let ring = format!("bench-ring-{}", case.key);
+    let args = [
+        "--sharding".to_string(),
+        format!("--leader-election-id={ring}"),
+        format!("--leader-election-namespace={LEASE_NAMESPACE}"),
+    ];
+    let members: Vec<(String, Controller)> = (0..REPLICAS)
+        .map(|i| {
+            let name = format!("{ring}-{i}");
+            let c = Controller::stencil_with(&defs, &kubeconfig, &log(&name), &args, Some(&name));
+            (name, c)
+        })
+        .collect();
+    let controllers: Vec<&Controller> = members.iter().map(|(_, c)| c).collect();
+    serving(client, &ns, case.parents, &controllers).await;
+    until("every member in the ring", Duration::from_secs(120), || async {
+        let mut seen = 0.0_f64;
+        for c in &controllers {
+            seen = seen.max(c.metric("stencil_shard_members").await);
+        }
+        seen >= REPLICAS as f64
+    })
+    .await;
+    let took = lite::converge(client, &ns, n, case.parents).await;
+    let mut shares = Vec::new();
+    for (name, _) in &members {
+        let sample = format!("stencil_shard_parents{{member=\"{name}\"}}");
+        let mut share = 0.0_f64;
+        for c in &controllers {
+            share = share.max(c.metric(&sample).await);
+        }
+        shares.push(share);
+    }
+    let rss: Vec<f64> = controllers.iter().map(|c| c.rss_kib().0 as f64 / 1024.0).collect();
+    out.push(("converge_s", json!(took.as_secs_f64())));
+    out.push(("parents", json!(shares)));
+    out.push(("rss_mib", json!(rss)));
+    out.push(("rss_sum_mib", json!(rss.iter().sum::<f64>())));
+    lite::teardown(client, &ns, case.parents).await;
+    for (_, c) in members {
+        c.stop();
+    }
+    out
+}
+
+/// Waits until the kind is served and every controller serves the definition.
+async fn serving(client: &Client, ns: &str, parents: Parents, controllers: &[&Controller]) {
+    let api = apps(client, ns, parents);
+    until("the parent kind to be served", Duration::from_secs(120), || async {
+        api.list(&ListParams::default().limit(1)).await.is_ok()
+    })
+    .await;
+    until(
+        "every Stencil to serve the definition",
+        Duration::from_secs(120),
+        || async {
+            let mut all = true;
+            for c in controllers {
+                all &= c.metric("stencil_definitions{state=\"running\"}").await >= 1.0;
+            }
+            all
+        },
+    )
+    .await;
+}

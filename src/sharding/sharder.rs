@@ -1,0 +1,326 @@
+//! The sharder, run by the leader of a sharded ring. It follows the membership Leases
+//! and brings every parent's `stencil.dev/shard` label in line with the ready members
+//! ([`crate::shard::plan`]):
+//! - a parent without the label is assigned at once: a metadata watch per parent kind
+//!   selects only those (`!stencil.dev/shard`), so its cost does not grow with the
+//!   parents already assigned;
+//! - when the ready members change, and every resync period, the metadata of every
+//!   parent is listed from the API server's watch cache to drain parents from the
+//!   member that no longer owns them and move those of members that are gone;
+//! - a member whose Lease went unrenewed for a Lease duration (by this process's clock)
+//!   has its Lease deleted under a resourceVersion precondition: a member that renewed
+//!   meanwhile keeps it, and one that did not can never renew it again. Only then are its
+//!   parents moved.
+//!
+//! Every label change carries the parent's resourceVersion: it applies to the placement
+//! the plan was made from, or not at all (the next event or list plans again).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event, watcher};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::Kinds;
+use crate::discovery::{self, Resolved};
+use crate::gvk::Gvk;
+use crate::labels;
+use crate::metrics::{MemberLabel, Metrics};
+use crate::shard::{Leases, MemberState, Move, Placement, Ring, plan};
+use crate::tasks::Owned;
+
+/// How the sharder is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where the membership Leases are.
+    pub namespace: String,
+    /// The ring's name (`stencil.dev/ring` on each membership Lease).
+    pub ring: String,
+    /// How long a membership Lease is valid without renewal.
+    pub lease_duration: Duration,
+    /// How often every parent is looked at again.
+    pub resync: Duration,
+    /// The namespaces served; empty: every one.
+    pub namespaces: Vec<String>,
+}
+
+/// A parent without a member, found by a kind's watch.
+type Found = (Arc<Resolved>, PartialObjectMeta<DynamicObject>);
+
+/// Runs the sharder until dropped.
+pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics: Arc<Metrics>) {
+    let mut sharder = Sharder {
+        client: client.clone(),
+        settings: settings.clone(),
+        leases: Leases::new(settings.lease_duration),
+        versions: HashMap::new(),
+        resolved: BTreeMap::new(),
+        metrics,
+    };
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
+    let selector = format!("{}={}", labels::RING, settings.ring);
+    let mut lease_events = watcher(leases, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .boxed();
+    let (found_tx, mut found) = mpsc::unbounded_channel::<Found>();
+    let mut watching: HashMap<Gvk, Owned<()>> = HashMap::new();
+    let mut kinds = kinds.subscribe();
+    let mut resync = tokio::time::interval(settings.resync);
+    let mut relist: Option<BTreeSet<String>> = None;
+    let mut synced = false;
+    let mut ready: Vec<String> = Vec::new();
+    loop {
+        let wake = sharder.leases.next_expiry(Instant::now());
+        let expiry = async {
+            match wake {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut full = false;
+        tokio::select! {
+            Some(event) = lease_events.next() => match event {
+                Ok(Event::Init) => relist = Some(BTreeSet::new()),
+                Ok(Event::InitApply(lease)) => {
+                    if let (Some(seen), Some(name)) = (relist.as_mut(), lease.metadata.name.clone()) {
+                        seen.insert(name);
+                    }
+                    sharder.observe(&lease);
+                }
+                Ok(Event::InitDone) => {
+                    if let Some(seen) = relist.take() {
+                        let gone: Vec<String> = sharder.versions.keys().filter(|m| !seen.contains(*m)).cloned().collect();
+                        for member in gone {
+                            sharder.forget(&member);
+                        }
+                    }
+                    synced = true;
+                    full = true;
+                }
+                Ok(Event::Apply(lease)) => sharder.observe(&lease),
+                Ok(Event::Delete(lease)) => {
+                    if let Some(name) = lease.metadata.name.as_deref() {
+                        sharder.forget(name);
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "watching the membership Leases"),
+            },
+            Some((resolved, meta)) = found.recv(), if synced => {
+                let ring = sharder.leases.ring(Instant::now());
+                sharder.place(&resolved, &meta, &ring).await;
+            }
+            changed = kinds.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let now = kinds.borrow_and_update().clone();
+                watching.retain(|gvk, _| now.contains(gvk));
+                sharder.resolved.retain(|gvk, _| now.contains(gvk));
+                full = true;
+            }
+            _ = resync.tick() => full = true,
+            () = expiry => {}
+        }
+        if !synced {
+            continue;
+        }
+        sharder.fence_out_expired().await;
+        let ring = sharder.leases.ring(Instant::now());
+        let now_ready: Vec<String> = ring.ready().map(str::to_string).collect();
+        if now_ready != ready {
+            tracing::info!(members = ?now_ready, "the ring changed");
+            sharder.metrics.shard_members.set(now_ready.len() as i64);
+            ready = now_ready;
+            full = true;
+        }
+        if full {
+            let kinds_now = kinds.borrow().clone();
+            sharder.resolve(&kinds_now).await;
+            for (gvk, resolved) in &sharder.resolved {
+                watching
+                    .entry(gvk.clone())
+                    .or_insert_with(|| Owned::spawn(unassigned(client.clone(), resolved.clone(), found_tx.clone())));
+            }
+            sharder.sync(&ring).await;
+        }
+    }
+}
+
+struct Sharder {
+    client: Client,
+    settings: Settings,
+    leases: Leases,
+    /// Each member's Lease resourceVersion, for the precondition of its deletion.
+    versions: HashMap<String, String>,
+    resolved: BTreeMap<Gvk, Arc<Resolved>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Sharder {
+    fn observe(&mut self, lease: &Lease) {
+        let Some(name) = lease.metadata.name.as_deref() else {
+            return;
+        };
+        let spec = lease.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.as_deref());
+        let renewed = spec
+            .and_then(|s| s.renew_time.as_ref())
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        self.leases.observe(name, holder, &renewed, Instant::now());
+        if let Some(rv) = &lease.metadata.resource_version {
+            self.versions.insert(name.to_string(), rv.clone());
+        }
+    }
+
+    fn forget(&mut self, member: &str) {
+        self.leases.remove(member);
+        self.versions.remove(member);
+        self.metrics.shard_parents.remove(&MemberLabel {
+            member: member.to_string(),
+        });
+    }
+
+    /// Deletes the Lease of every member that let it expire, unless it was renewed since
+    /// this process last saw it (the resourceVersion precondition).
+    async fn fence_out_expired(&mut self) {
+        let ring = self.leases.ring(Instant::now());
+        let expired: Vec<String> = self
+            .versions
+            .keys()
+            .filter(|m| ring.state(m) == Some(MemberState::Expired))
+            .cloned()
+            .collect();
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
+        for member in expired {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: self.versions.get(&member).cloned(),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&member, &params).await {
+                Ok(_) => {
+                    tracing::warn!(%member, "the member stopped renewing its Lease; its parents move to the others");
+                    self.forget(&member);
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => self.forget(&member),
+                Err(e) => tracing::debug!(%member, error = %e, "could not remove an expired member's Lease"),
+            }
+        }
+    }
+
+    async fn resolve(&mut self, kinds: &BTreeSet<Gvk>) {
+        for gvk in kinds {
+            if self.resolved.contains_key(gvk) {
+                continue;
+            }
+            match discovery::resolve(&self.client, gvk).await {
+                Ok(r) => {
+                    self.resolved.insert(gvk.clone(), Arc::new(r));
+                }
+                Err(e) => tracing::debug!(kind = %gvk, error = %e, "not served yet; assigned once it is"),
+            }
+        }
+    }
+
+    /// Plans every parent of every kind, and counts each member's share.
+    async fn sync(&self, ring: &Ring) {
+        let mut shares: BTreeMap<String, i64> = ring.ready().map(|m| (m.to_string(), 0)).collect();
+        for resolved in self.resolved.values() {
+            let api = discovery::api(&self.client, None, &resolved.resource);
+            let list = match api.list_metadata(&ListParams::default().match_any()).await {
+                Ok(list) => list,
+                Err(e) => {
+                    tracing::warn!(kind = %resolved.resource.kind, error = %e, "cannot list the parents to assign");
+                    continue;
+                }
+            };
+            for meta in &list.items {
+                if !self.serves(meta) {
+                    continue;
+                }
+                if let Some(member) = self.place(resolved, meta, ring).await {
+                    *shares.entry(member).or_insert(0) += 1;
+                }
+            }
+        }
+        for (member, n) in shares {
+            self.metrics.shard_parents.get_or_create(&MemberLabel { member }).set(n);
+        }
+    }
+
+    fn serves(&self, meta: &PartialObjectMeta<DynamicObject>) -> bool {
+        let namespaces = &self.settings.namespaces;
+        namespaces.is_empty()
+            || meta
+                .metadata
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| namespaces.contains(ns))
+    }
+
+    /// Moves one parent if the plan says so; returns the member it is (or goes) to.
+    async fn place(&self, resolved: &Resolved, meta: &PartialObjectMeta<DynamicObject>, ring: &Ring) -> Option<String> {
+        if !self.serves(meta) {
+            return None;
+        }
+        let m = &meta.metadata;
+        let uid = m.uid.as_deref()?;
+        let placement = Placement::of(uid, m.labels.as_ref());
+        let mut patch = json!({"metadata": {"resourceVersion": m.resource_version}});
+        match plan(placement, ring) {
+            None => return placement.shard.map(str::to_string),
+            Some(Move::Assign(member)) => {
+                patch["metadata"]["labels"] = json!({labels::SHARD: member, labels::DRAIN: null});
+                // Moved from a member that is gone: its children still carry its name.
+                if let Some(gone) = placement.shard {
+                    patch["metadata"]["annotations"] = json!({labels::MOVED_FROM: gone});
+                }
+            }
+            Some(Move::Drain) => patch["metadata"]["labels"] = json!({labels::DRAIN: "true"}),
+        }
+        let labels = &patch["metadata"]["labels"];
+        let api = discovery::api(&self.client, m.namespace.as_deref(), &resolved.resource);
+        let name = m.name.as_deref()?;
+        match api
+            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => tracing::warn!(parent = name, error = %e, "could not label a parent with its member"),
+        }
+        labels
+            .get(labels::SHARD)
+            .and_then(|v| v.as_str())
+            .or(placement.shard)
+            .map(str::to_string)
+    }
+}
+
+/// Sends every parent of a kind that no member has.
+async fn unassigned(client: Client, resolved: Arc<Resolved>, found: mpsc::UnboundedSender<Found>) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resolved.resource);
+    let config = watcher::Config::default().labels(&format!("!{}", labels::SHARD));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Apply(meta) | Event::InitApply(meta)) => {
+                if found.send((resolved.clone(), meta)).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(kind = %resolved.resource.kind, error = %e, "watching unassigned parents"),
+        }
+    }
+}

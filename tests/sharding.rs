@@ -1,0 +1,559 @@
+//! Sharding between `stencil run --sharding` processes: 300 parents split between three
+//! members, a member killed with SIGKILL and its parents moved to the others, an edit of
+//! every parent applied once per child, and a fourth member taking its share through
+//! drains, each parent handed over by its old member before the new one writes. Faults:
+//! a member killed while it is being drained, the sharder's leader killed in the middle
+//! of a rebalance, and a member frozen past its Lease and thawed with work queued.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{CM, Process, TestNamespace, child, client, definition, spawn_stencil_env, unique_group, wait_for};
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use stencil::labels;
+
+const PARENTS: usize = 300;
+
+/// Parents of the fault cases.
+const FEW: usize = 60;
+
+/// One ring at a time: the timings asserted (a move within the Lease + 10 s) are the
+/// rig's, not those of a machine shared by four rings.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A Lease shortened by hand, to keep the run short: 6 s, renewed every second, written
+/// under for at most 4 s after the last renewal.
+const LEASE: [&str; 3] = ["--lease-duration=6s", "--renew-deadline=4s", "--retry-period=1s"];
+
+struct Ring {
+    parents: usize,
+    client: kube::Client,
+    ns: TestNamespace,
+    group: String,
+    lease: String,
+    args: Vec<String>,
+    members: BTreeMap<String, Process>,
+    dir: tempfile::TempDir,
+    /// Held while the ring runs; the last field, so it is let go after the members stop.
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Ring {
+    /// Members `names` over `parents` Widgets, created at once; `extra` arguments for
+    /// every member.
+    async fn start(names: &[&str], parents: usize, extra: &[&str]) -> Ring {
+        let turn = ONE_AT_A_TIME.lock().await;
+        let client = client().await;
+        let ns = TestNamespace::new(&client, "shard").await;
+        let group = unique_group();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("widgets.yaml"),
+            definition(&group, &child("cm", CM), ""),
+        )
+        .unwrap();
+        let lease = format!("stencil-{}", &group[..9]);
+        let mut args = vec![
+            format!("--definitions={}", dir.path().display()),
+            format!("--namespace={}", ns.name),
+            "--no-cluster-definitions".to_string(),
+            "--sharding".to_string(),
+            format!("--leader-election-id={lease}"),
+            format!("--leader-election-namespace={}", ns.name),
+        ];
+        args.extend(LEASE.iter().chain(extra).map(|a| a.to_string()));
+        let mut ring = Ring {
+            parents,
+            client,
+            ns,
+            group,
+            lease,
+            args,
+            members: BTreeMap::new(),
+            dir,
+            _turn: turn,
+        };
+        for name in names {
+            ring.join(name);
+        }
+        let widgets = ring.widgets();
+        let group = ring.group.clone();
+        join_all((0..parents).map(|i| {
+            let widgets = widgets.clone();
+            let obj: DynamicObject =
+                serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+                "metadata": {"name": format!("w{i:03}")}, "spec": {"size": 1}}))
+                .unwrap();
+            async move { common::create_when_served(&widgets, &obj).await }
+        }))
+        .await;
+        ring
+    }
+
+    /// Sets `spec.size` of every parent.
+    async fn edit_all(&self, size: u64) {
+        let widgets = self.widgets();
+        join_all((0..self.parents).map(|i| {
+            let widgets = widgets.clone();
+            async move {
+                widgets
+                    .patch(
+                        &format!("w{i:03}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"size": size}})),
+                    )
+                    .await
+                    .unwrap()
+            }
+        }))
+        .await;
+    }
+
+    /// Kills a member with SIGKILL.
+    fn kill(&mut self, name: &str) {
+        let mut process = self.members.remove(name).expect("a running member");
+        process.child.kill().unwrap();
+        process.child.wait().unwrap();
+    }
+
+    /// Waits until the ring has settled with every child at `size`, or fails with the
+    /// members' logs.
+    async fn until_settled(&self, size: &str, what: &str) -> BTreeMap<String, String> {
+        let settled = tokio::time::timeout(Duration::from_secs(180), async {
+            loop {
+                if let Some(p) = self.settled(size).await {
+                    return p;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+        .await;
+        settled.unwrap_or_else(|_| panic!("{what}: not settled in 180 s; logs:\n{}", self.logs()))
+    }
+
+    fn join(&mut self, name: &str) {
+        let log = self.dir.path().join(format!("{name}.log"));
+        let process = spawn_stencil_env(
+            &self.args,
+            &common::kubeconfig_path(),
+            log,
+            &[("POD_NAME", name.to_string())],
+        );
+        self.members.insert(name.to_string(), process);
+    }
+
+    fn widgets(&self) -> Api<DynamicObject> {
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
+        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+    }
+
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.client.clone(), &self.ns.name)
+    }
+
+    async fn leader(&self) -> Option<String> {
+        let gauge = format!("leader_election_master_status{{name=\"{}\"}}", self.lease);
+        for (name, p) in &self.members {
+            if p.metric(&gauge).await == Some(1.0) {
+                return Some(name.clone());
+            }
+        }
+        None
+    }
+
+    /// Each parent's member, by parent name; `None` while a parent has no member or a
+    /// drain is under way.
+    async fn placement(&self) -> Option<BTreeMap<String, String>> {
+        let parents = self.widgets().list(&ListParams::default()).await.ok()?;
+        let mut out = BTreeMap::new();
+        for p in parents.items {
+            let labels = p.metadata.labels.unwrap_or_default();
+            if labels.contains_key(labels::DRAIN) {
+                return None;
+            }
+            out.insert(p.metadata.name?, labels.get(labels::SHARD)?.clone());
+        }
+        Some(out)
+    }
+
+    /// The placement once every parent is with a running member, and every child is
+    /// labelled with its parent's member, with `size` in its data.
+    async fn settled(&self, size: &str) -> Option<BTreeMap<String, String>> {
+        let placement = self.placement().await?;
+        if placement.len() != self.parents || placement.values().any(|m| !self.members.contains_key(m)) {
+            return None;
+        }
+        let cms = self.configmaps().list(&ListParams::default()).await.ok()?;
+        let mut children = 0;
+        for cm in cms.items {
+            let name = cm.metadata.name.clone()?;
+            let Some(parent) = name.strip_suffix("-cm") else {
+                continue;
+            };
+            let shard = cm.metadata.labels.as_ref()?.get(labels::SHARD)?;
+            let data_size = cm.data.as_ref()?.get("size")?;
+            if placement.get(parent) != Some(shard) || data_size != size {
+                return None;
+            }
+            children += 1;
+        }
+        (children == self.parents).then_some(placement)
+    }
+
+    fn member(&self, name: &str) -> &Process {
+        &self.members[name]
+    }
+
+    fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|(n, p)| {
+                let logs = p.logs();
+                let lines: Vec<&str> = logs.lines().collect();
+                format!("--- {n}:\n{}", lines[lines.len().saturating_sub(20)..].join("\n"))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Children a member wrote (created, updated or applied), from its metrics.
+async fn child_writes(p: &Process) -> f64 {
+    let Some((_, body)) = p.get("/metrics").await else {
+        return f64::NAN;
+    };
+    body.lines()
+        .filter(|l| l.starts_with("stencil_children_applied_total{"))
+        .filter(|l| {
+            ["created", "updated", "applied"]
+                .iter()
+                .any(|r| l.contains(&format!("result=\"{r}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Every write that passed a member's fence: children, status, handovers, assignments.
+async fn fenced_writes(p: &Process) -> f64 {
+    p.metric("stencil_fenced_writes_total{result=\"sent\"}")
+        .await
+        .unwrap_or(f64::NAN)
+}
+
+fn shares(placement: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for member in placement.values() {
+        *out.entry(member.clone()).or_insert(0) += 1;
+    }
+    out
+}
+
+/// How often `text` occurs in a member's log.
+fn logged(p: &Process, text: &str) -> usize {
+    p.logs().lines().filter(|l| l.contains(text)).count()
+}
+
+#[tokio::test]
+async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drains() {
+    let mut ring = Ring::start(&["member-a", "member-b", "member-c"], PARENTS, &[]).await;
+
+    // Balanced shares, each child with its parent's member.
+    let placement = ring.until_settled("1", "the first placement").await;
+    let split = shares(&placement);
+    eprintln!("shares of {PARENTS} parents over three members: {split:?}");
+    assert_eq!(split.len(), 3, "{split:?}");
+    for (member, n) in &split {
+        assert!(
+            (75..=125).contains(n),
+            "{member} has {n} parents, outside ±25 % of 100: {split:?}"
+        );
+    }
+
+    // SIGKILL of a member that does not lead: its parents move within the Lease (6 s) + 10 s.
+    let leader = wait_for("a leader", Duration::from_secs(30), || ring.leader()).await;
+    let victim = split.keys().find(|m| **m != leader).unwrap().clone();
+    let killed = Instant::now();
+    ring.kill(&victim);
+    wait_for(
+        "the killed member's parents to move",
+        Duration::from_secs(60),
+        || async {
+            let p = ring.placement().await?;
+            (p.len() == PARENTS && p.values().all(|m| ring.members.contains_key(m))).then_some(())
+        },
+    )
+    .await;
+    let moved_in = killed.elapsed();
+    eprintln!(
+        "the parents of a killed member moved in {:.1} s (Lease 6 s)",
+        moved_in.as_secs_f64()
+    );
+    assert!(moved_in <= Duration::from_secs(16), "moving took {moved_in:?}");
+    wait_for(
+        "the survivors to serve the moved parents",
+        Duration::from_secs(60),
+        || ring.settled("1"),
+    )
+    .await;
+
+    // An edit of every parent: one write per child, then none.
+    let survivors: Vec<String> = ring.members.keys().cloned().collect();
+    let before: f64 = join_all(survivors.iter().map(|m| child_writes(ring.member(m))))
+        .await
+        .iter()
+        .sum();
+    ring.edit_all(2).await;
+    wait_for("every child to carry the edit", Duration::from_secs(120), || {
+        ring.settled("2")
+    })
+    .await;
+    let after = wait_for("the members to go idle", Duration::from_secs(60), || async {
+        let a: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
+            .await
+            .iter()
+            .sum();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let b: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
+            .await
+            .iter()
+            .sum();
+        (a == b).then_some(b)
+    })
+    .await;
+    let edits: f64 = join_all(survivors.iter().map(|m| child_writes(ring.member(m))))
+        .await
+        .iter()
+        .sum();
+    assert_eq!(
+        edits - before,
+        PARENTS as f64,
+        "each child is written once for the edit"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
+        .await
+        .iter()
+        .sum();
+    assert_eq!(idle, after, "no write in an idle window of 10 s");
+
+    // A fourth member joins: it takes a share, each parent handed over by its old member
+    // before the new one writes its child, once.
+    let before_join = ring.placement().await.unwrap();
+    let writes_before: Vec<f64> = join_all(survivors.iter().map(|m| child_writes(ring.member(m)))).await;
+    let handovers_before: usize = survivors.iter().map(|m| logged(ring.member(m), "handed over")).sum();
+    ring.join("member-d");
+    let joined = wait_for(
+        "the fourth member to take a share",
+        Duration::from_secs(120),
+        || async {
+            let p = ring.settled("2").await?;
+            shares(&p).contains_key("member-d").then_some(p)
+        },
+    )
+    .await;
+    let moved: Vec<&String> = joined
+        .iter()
+        .filter(|(parent, member)| before_join.get(*parent) != Some(*member))
+        .map(|(parent, _)| parent)
+        .collect();
+    assert!(
+        moved.iter().all(|p| joined[*p] == "member-d"),
+        "parents move only to the member that joined"
+    );
+    let split = shares(&joined);
+    eprintln!("after a fourth member joined: {split:?}");
+    let handovers: usize = survivors.iter().map(|m| logged(ring.member(m), "handed over")).sum();
+    assert_eq!(
+        handovers - handovers_before,
+        moved.len(),
+        "every moved parent was handed over by its old member"
+    );
+    let writes_after: Vec<f64> = join_all(survivors.iter().map(|m| child_writes(ring.member(m)))).await;
+    assert_eq!(
+        writes_after, writes_before,
+        "the old members write no child of a moved parent"
+    );
+    let newcomer = wait_for("the newcomer's writes to settle", Duration::from_secs(30), || async {
+        let n = child_writes(ring.member("member-d")).await;
+        (n == moved.len() as f64).then_some(n)
+    })
+    .await;
+    assert_eq!(
+        newcomer,
+        moved.len() as f64,
+        "the new member writes each moved child once"
+    );
+}
+
+/// Which member to kill once the first drain is seen.
+#[derive(Clone, Copy, Debug)]
+enum Victim {
+    /// The member being drained, not the leader.
+    Drained,
+    /// The leader, which runs the sharder.
+    Leader,
+}
+
+/// Two members settle `FEW` parents; a third joins, and the moment the sharder's first
+/// drain label is seen, `victim` is killed with SIGKILL. The survivors must then hold
+/// every parent, each child once and labelled for its parent's member, and an edit of
+/// every parent must be written once per child.
+async fn a_kill_during_a_rebalance(victim: Victim) {
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event, watcher};
+
+    let mut ring = Ring::start(&["member-a", "member-b"], FEW, &[]).await;
+    ring.until_settled("1", "two members").await;
+    let leader = wait_for("a leader", Duration::from_secs(30), || ring.leader()).await;
+    let mut events = watcher(ring.widgets(), watcher::Config::default()).boxed();
+    // The watch's first list comes before the join, so only drains of the rebalance count.
+    while let Some(event) = events.next().await {
+        if matches!(event, Ok(Event::InitDone)) {
+            break;
+        }
+    }
+    ring.join("member-c");
+    let drained = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(event) = events.next().await {
+            if let Ok(Event::Apply(p)) = event {
+                let labels = p.metadata.labels.unwrap_or_default();
+                if labels.contains_key(labels::DRAIN) {
+                    return labels.get(labels::SHARD).cloned();
+                }
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .unwrap_or_else(|| panic!("no drain seen after a member joined; logs:\n{}", ring.logs()));
+    let target = match victim {
+        Victim::Leader => leader.clone(),
+        Victim::Drained if drained != leader => drained,
+        // The drained parent is the leader's: kill the other old member, drained too.
+        Victim::Drained => ["member-a", "member-b"]
+            .iter()
+            .find(|m| **m != leader)
+            .unwrap()
+            .to_string(),
+    };
+    ring.kill(&target);
+    eprintln!("{victim:?}: killed {target} (leader {leader}) at the first drain");
+
+    let placement = ring.until_settled("1", "after the kill").await;
+    assert!(placement.values().all(|m| *m != target), "{target}'s parents moved");
+    assert_invariants_of(&ring).await;
+    let members: Vec<String> = ring.members.keys().cloned().collect();
+    let before: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
+        .await
+        .iter()
+        .sum();
+    ring.edit_all(2).await;
+    ring.until_settled("2", "after the edit").await;
+    let after = wait_for("the writes to settle", Duration::from_secs(60), || async {
+        let a: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
+            .await
+            .iter()
+            .sum();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let b: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
+            .await
+            .iter()
+            .sum();
+        (a == b).then_some(b)
+    })
+    .await;
+    assert_eq!(after - before, FEW as f64, "one write per child for the edit");
+    assert_invariants_of(&ring).await;
+}
+
+async fn assert_invariants_of(ring: &Ring) {
+    common::assert_invariants(&ring.client, &ring.widgets(), &[ring.ns.name.as_str()]).await;
+}
+
+#[tokio::test]
+async fn a_member_killed_while_it_is_drained_leaves_no_parent_behind_and_none_doubled() {
+    a_kill_during_a_rebalance(Victim::Drained).await;
+}
+
+#[tokio::test]
+async fn the_sharders_leader_killed_during_a_rebalance_hands_the_rebalance_over() {
+    a_kill_during_a_rebalance(Victim::Leader).await;
+}
+
+fn signal(p: &Process, sig: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, &p.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig}");
+}
+
+/// A member frozen with SIGSTOP past its Lease: its parents move to the other member,
+/// which serves an edit of every parent. Thawed with its queues full, the frozen member
+/// writes nothing (its fence closed at the renew deadline, before the sharder could move
+/// anything, and stays sealed) and exits.
+#[tokio::test]
+async fn a_frozen_member_writes_nothing_once_its_parents_have_moved() {
+    let mut ring = Ring::start(&["member-a", "member-b"], FEW, &["--log-format=json"]).await;
+    ring.until_settled("1", "two members").await;
+    let leader = wait_for("a leader", Duration::from_secs(30), || ring.leader()).await;
+    let frozen = ["member-a", "member-b"]
+        .iter()
+        .find(|m| **m != leader)
+        .unwrap()
+        .to_string();
+    let sent_before = wait_for("the member to go idle", Duration::from_secs(60), || async {
+        let a = fenced_writes(ring.member(&frozen)).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let b = fenced_writes(ring.member(&frozen)).await;
+        (a == b && a > 0.0).then_some(a)
+    })
+    .await;
+
+    signal(ring.member(&frozen), "-STOP");
+    let stopped = Instant::now();
+    wait_for(
+        "the frozen member's parents to move",
+        Duration::from_secs(60),
+        || async {
+            let placed = ring.settled("1").await?;
+            placed.values().all(|m| *m == leader).then_some(())
+        },
+    )
+    .await;
+    eprintln!(
+        "a frozen member's parents moved in {:.1} s",
+        stopped.elapsed().as_secs_f64()
+    );
+    ring.edit_all(2).await;
+    ring.until_settled("2", "the edit, served by the other member").await;
+    signal(ring.member(&frozen), "-CONT");
+
+    let mut thawed = ring.members.remove(&frozen).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while thawed.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the thawed member did not exit; its log:\n{}",
+            thawed.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = thawed.logs();
+    let sent_after = log
+        .lines()
+        .filter(|l| l.contains("writes through the member's fence"))
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["sent"].as_f64())
+        .unwrap_or_else(|| panic!("no fence count in the thawed member's log:\n{log}"));
+    assert_eq!(sent_after, sent_before, "the thawed member wrote nothing");
+    ring.until_settled("2", "after the thaw").await;
+    assert_invariants_of(&ring).await;
+}
