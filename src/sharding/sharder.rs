@@ -144,9 +144,15 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
             let kinds_now = kinds.borrow().clone();
             sharder.resolve(&kinds_now).await;
             for (gvk, resolved) in &sharder.resolved {
-                watching
-                    .entry(gvk.clone())
-                    .or_insert_with(|| Owned::spawn(unassigned(client.clone(), resolved.clone(), found_tx.clone())));
+                let namespace = sharder.scope(resolved).map(str::to_string);
+                watching.entry(gvk.clone()).or_insert_with(|| {
+                    Owned::spawn(unassigned(
+                        client.clone(),
+                        resolved.clone(),
+                        namespace,
+                        found_tx.clone(),
+                    ))
+                });
             }
             sharder.sync(&ring).await;
         }
@@ -236,7 +242,7 @@ impl Sharder {
     async fn sync(&self, ring: &Ring) {
         let mut shares: BTreeMap<String, i64> = ring.ready().map(|m| (m.to_string(), 0)).collect();
         for resolved in self.resolved.values() {
-            let api = discovery::api(&self.client, None, &resolved.resource);
+            let api = discovery::api(&self.client, self.scope(resolved), &resolved.resource);
             let list = match api.list_metadata(&ListParams::default().match_any()).await {
                 Ok(list) => list,
                 Err(e) => {
@@ -255,6 +261,15 @@ impl Sharder {
         }
         for (member, n) in shares {
             self.metrics.shard_parents.get_or_create(&MemberLabel { member }).set(n);
+        }
+    }
+
+    /// The one namespace a namespaced kind is listed and watched in, as the member's
+    /// watches are (least privilege); none: across the cluster, filtered.
+    fn scope(&self, resolved: &Resolved) -> Option<&str> {
+        match self.settings.namespaces.as_slice() {
+            [only] if resolved.namespaced => Some(only),
+            _ => None,
         }
     }
 
@@ -307,9 +322,17 @@ impl Sharder {
     }
 }
 
-/// Sends every parent of a kind that no member has.
-async fn unassigned(client: Client, resolved: Arc<Resolved>, found: mpsc::UnboundedSender<Found>) {
-    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client, &resolved.resource);
+/// Sends every parent of a kind that no member has, in `namespace` or everywhere.
+async fn unassigned(
+    client: Client,
+    resolved: Arc<Resolved>,
+    namespace: Option<String>,
+    found: mpsc::UnboundedSender<Found>,
+) {
+    let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
+        Some(ns) => Api::namespaced_with(client, ns, &resolved.resource),
+        None => Api::all_with(client, &resolved.resource),
+    };
     let config = watcher::Config::default().labels(&format!("!{}", labels::SHARD));
     let mut events = watcher(api, config).default_backoff().boxed();
     while let Some(event) = events.next().await {
