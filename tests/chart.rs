@@ -31,6 +31,16 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
     objects.iter().filter(|o| o["kind"] == kind).collect()
 }
 
+/// The arguments of a Deployment's container.
+fn container_args(deploy: &Value) -> Vec<&str> {
+    deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn helm_lint_is_clean() {
     let out = common::run_tool("helm", &["lint", "--strict", &chart()]);
@@ -65,12 +75,7 @@ fn every_ci_values_file_renders_a_hardened_deployment() {
 fn two_replicas_turn_leader_election_on_with_a_lease_role() {
     let objects = template(&format!("{}/ci/bundled-ha-values.yaml", chart()));
     let deploy = find(&objects, "Deployment")[0];
-    let args: Vec<&str> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = container_args(deploy);
     assert!(args.contains(&"--leader-elect"), "{args:?}");
     assert!(args.contains(&"--definitions=/etc/stencil/definitions"), "{args:?}");
     let cm = find(&objects, "ConfigMap")[0];
@@ -98,12 +103,7 @@ fn sharding_runs_every_replica_as_a_member_that_may_remove_a_dead_members_lease(
     let objects = template(&format!("{}/ci/sharded-values.yaml", chart()));
     let deploy = find(&objects, "Deployment")[0];
     assert_eq!(deploy["spec"]["replicas"], 3);
-    let args: Vec<&str> = deploy["spec"]["template"]["spec"]["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap())
-        .collect();
+    let args = container_args(deploy);
     assert!(args.contains(&"--sharding"), "{args:?}");
     assert!(args.contains(&"--leader-elect"), "{args:?}");
     let lease_rules: Vec<&Value> = find(&objects, "Role")
@@ -120,8 +120,8 @@ fn sharding_runs_every_replica_as_a_member_that_may_remove_a_dead_members_lease(
         );
     }
     let unsharded = template(&format!("{}/ci/bundled-ha-values.yaml", chart()));
-    let args = find(&unsharded, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
-    assert!(!args.contains("--sharding"), "{args}");
+    let unsharded_args = container_args(find(&unsharded, "Deployment")[0]);
+    assert!(!unsharded_args.contains(&"--sharding"), "{unsharded_args:?}");
 }
 
 #[test]

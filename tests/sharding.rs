@@ -206,6 +206,25 @@ impl Ring {
         (children == self.parents).then_some(placement)
     }
 
+    /// `count` summed over `members`.
+    async fn total(&self, members: &[String], count: Count) -> f64 {
+        join_all(members.iter().map(|m| count.of(self.member(m))))
+            .await
+            .iter()
+            .sum()
+    }
+
+    /// `count` summed over `members` once it stands still for two seconds.
+    async fn steady(&self, members: &[String], count: Count, what: &str) -> f64 {
+        wait_for(what, Duration::from_secs(60), || async {
+            let a = self.total(members, count).await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let b = self.total(members, count).await;
+            (a == b).then_some(b)
+        })
+        .await
+    }
+
     fn member(&self, name: &str) -> &Process {
         &self.members[name]
     }
@@ -223,27 +242,34 @@ impl Ring {
     }
 }
 
-/// Children a member wrote (created, updated or applied), from its metrics.
-async fn child_writes(p: &Process) -> f64 {
-    let Some((_, body)) = p.get("/metrics").await else {
-        return f64::NAN;
-    };
-    body.lines()
-        .filter(|l| l.starts_with("stencil_children_applied_total{"))
-        .filter(|l| {
-            ["created", "updated", "applied"]
-                .iter()
-                .any(|r| l.contains(&format!("result=\"{r}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+/// A count read from a member's metrics.
+#[derive(Clone, Copy)]
+enum Count {
+    /// Children it wrote (created, updated or applied).
+    ChildWrites,
+    /// Every write that passed its fence: children, status, handovers, assignments.
+    FencedWrites,
 }
 
-/// Every write that passed a member's fence: children, status, handovers, assignments.
-async fn fenced_writes(p: &Process) -> f64 {
-    p.metric("stencil_fenced_writes_total{result=\"sent\"}")
-        .await
-        .unwrap_or(f64::NAN)
+impl Count {
+    async fn of(self, p: &Process) -> f64 {
+        let Some((_, body)) = p.get("/metrics").await else {
+            return f64::NAN;
+        };
+        let wanted = |l: &&str| match self {
+            Count::ChildWrites => {
+                l.starts_with("stencil_children_applied_total{")
+                    && ["created", "updated", "applied"]
+                        .iter()
+                        .any(|r| l.contains(&format!("result=\"{r}\"")))
+            }
+            Count::FencedWrites => l.starts_with("stencil_fenced_writes_total{result=\"sent\"}"),
+        };
+        body.lines()
+            .filter(wanted)
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
 }
 
 fn shares(placement: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
@@ -304,48 +330,29 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
 
     // An edit of every parent: one write per child, then none.
     let survivors: Vec<String> = ring.members.keys().cloned().collect();
-    let before: f64 = join_all(survivors.iter().map(|m| child_writes(ring.member(m))))
-        .await
-        .iter()
-        .sum();
+    let before = ring.total(&survivors, Count::ChildWrites).await;
     ring.edit_all(2).await;
     wait_for("every child to carry the edit", Duration::from_secs(120), || {
         ring.settled("2")
     })
     .await;
-    let after = wait_for("the members to go idle", Duration::from_secs(60), || async {
-        let a: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
-            .await
-            .iter()
-            .sum();
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let b: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
-            .await
-            .iter()
-            .sum();
-        (a == b).then_some(b)
-    })
-    .await;
-    let edits: f64 = join_all(survivors.iter().map(|m| child_writes(ring.member(m))))
-        .await
-        .iter()
-        .sum();
+    let after = ring
+        .steady(&survivors, Count::FencedWrites, "the members to go idle")
+        .await;
+    let edits = ring.total(&survivors, Count::ChildWrites).await;
     assert_eq!(
         edits - before,
         PARENTS as f64,
         "each child is written once for the edit"
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let idle: f64 = join_all(survivors.iter().map(|m| fenced_writes(ring.member(m))))
-        .await
-        .iter()
-        .sum();
+    let idle = ring.total(&survivors, Count::FencedWrites).await;
     assert_eq!(idle, after, "no write in an idle window of 10 s");
 
     // A fourth member joins: it takes a share, each parent handed over by its old member
     // before the new one writes its child, once.
     let before_join = ring.placement().await.unwrap();
-    let writes_before: Vec<f64> = join_all(survivors.iter().map(|m| child_writes(ring.member(m)))).await;
+    let writes_before = ring.total(&survivors, Count::ChildWrites).await;
     let handovers_before: usize = survivors.iter().map(|m| logged(ring.member(m), "handed over")).sum();
     ring.join("member-d");
     let joined = wait_for(
@@ -374,13 +381,13 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
         moved.len(),
         "every moved parent was handed over by its old member"
     );
-    let writes_after: Vec<f64> = join_all(survivors.iter().map(|m| child_writes(ring.member(m)))).await;
+    let writes_after = ring.total(&survivors, Count::ChildWrites).await;
     assert_eq!(
         writes_after, writes_before,
         "the old members write no child of a moved parent"
     );
     let newcomer = wait_for("the newcomer's writes to settle", Duration::from_secs(30), || async {
-        let n = child_writes(ring.member("member-d")).await;
+        let n = Count::ChildWrites.of(ring.member("member-d")).await;
         (n == moved.len() as f64).then_some(n)
     })
     .await;
@@ -451,25 +458,10 @@ async fn a_kill_during_a_rebalance(victim: Victim) {
     assert!(placement.values().all(|m| *m != target), "{target}'s parents moved");
     assert_invariants_of(&ring).await;
     let members: Vec<String> = ring.members.keys().cloned().collect();
-    let before: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
-        .await
-        .iter()
-        .sum();
+    let before = ring.total(&members, Count::ChildWrites).await;
     ring.edit_all(2).await;
     ring.until_settled("2", "after the edit").await;
-    let after = wait_for("the writes to settle", Duration::from_secs(60), || async {
-        let a: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
-            .await
-            .iter()
-            .sum();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let b: f64 = join_all(members.iter().map(|m| child_writes(ring.member(m))))
-            .await
-            .iter()
-            .sum();
-        (a == b).then_some(b)
-    })
-    .await;
+    let after = ring.steady(&members, Count::ChildWrites, "the writes to settle").await;
     assert_eq!(after - before, FEW as f64, "one write per child for the edit");
     assert_invariants_of(&ring).await;
 }
@@ -510,13 +502,14 @@ async fn a_frozen_member_writes_nothing_once_its_parents_have_moved() {
         .find(|m| **m != leader)
         .unwrap()
         .to_string();
-    let sent_before = wait_for("the member to go idle", Duration::from_secs(60), || async {
-        let a = fenced_writes(ring.member(&frozen)).await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let b = fenced_writes(ring.member(&frozen)).await;
-        (a == b && a > 0.0).then_some(a)
-    })
-    .await;
+    let sent_before = ring
+        .steady(
+            std::slice::from_ref(&frozen),
+            Count::FencedWrites,
+            "the member to go idle",
+        )
+        .await;
+    assert!(sent_before > 0.0, "positive control: the member's writes are counted");
 
     signal(ring.member(&frozen), "-STOP");
     let stopped = Instant::now();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use kube::Client;
 use kube::api::ListParams;
 use serde_json::{Value, json};
+use stencil::labels::SHARD;
 
 use super::{
     APPS, Controller, Parents, apps, definition, lite, namespace, rbac_for, root, service_account_kubeconfig, until,
@@ -70,7 +71,9 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
     // One process over every parent.
     let ns = format!("bench-shard-{}-one", case.key);
     namespace(client, &ns).await;
-    let one = Controller::stencil(&defs, &kubeconfig, &log("one"));
+    // Each process serves its namespace only: parents another part left behind (B1b's
+    // plain client's, their namespace still terminating) are not in the figures.
+    let one = Controller::stencil_with(&defs, &kubeconfig, &log("one"), &[format!("--namespace={ns}")], None);
     serving(client, &ns, case.parents, &[&one]).await;
     let took = lite::converge(client, &ns, n, case.parents).await;
     let rss = one.rss_kib().0 as f64 / 1024.0;
@@ -84,6 +87,7 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
     namespace(client, &ns).await;
     let ring = format!("bench-ring-{}", case.key);
     let args = [
+        format!("--namespace={ns}"),
         "--sharding".to_string(),
         format!("--leader-election-id={ring}"),
         format!("--leader-election-namespace={LEASE_NAMESPACE}"),
@@ -106,15 +110,21 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
     })
     .await;
     let took = lite::converge(client, &ns, n, case.parents).await;
-    let mut shares = Vec::new();
-    for (name, _) in &members {
-        let sample = format!("stencil_shard_parents{{member=\"{name}\"}}");
-        let mut share = 0.0_f64;
-        for c in &controllers {
-            share = share.max(c.metric(&sample).await);
-        }
-        shares.push(share);
-    }
+    // Each parent's member, from its label (the sharder's gauge is counted per resync).
+    let placed = apps(client, &ns, case.parents)
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let shares: Vec<usize> = members
+        .iter()
+        .map(|(name, _)| {
+            placed
+                .iter()
+                .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(SHARD)) == Some(name))
+                .count()
+        })
+        .collect();
     let rss: Vec<f64> = controllers.iter().map(|c| c.rss_kib().0 as f64 / 1024.0).collect();
     out.push(("converge_s", json!(took.as_secs_f64())));
     out.push(("parents", json!(shares)));

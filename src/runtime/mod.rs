@@ -185,7 +185,7 @@ impl Runtime {
             _ => (client.clone(), Leadership::always()),
         };
         let kinds = Arc::new(sharding::Kinds::default());
-        let _sharder = match (&membership, &election, &options.leader) {
+        let sharder = match (&membership, &election, &options.leader) {
             (Some(_), Some(e), Some(settings)) => {
                 let leader_client = leader_client.clone();
                 let sharder = sharding::sharder::Settings {
@@ -208,8 +208,9 @@ impl Runtime {
 
         let (tx, mut sources) = tokio::sync::mpsc::unbounded_channel();
         let (forward, rx) = tokio::sync::mpsc::unbounded_channel();
-        // The webhook's table follows the sources at once; the registry takes the same
-        // events once this process leads.
+        // The webhook's table and the sharder's kinds follow the sources at once; the
+        // registry takes the same events once this process leads (sharded: once it has
+        // joined the ring).
         let sharded_kinds = kinds.clone();
         let _tee = crate::tasks::Owned::spawn(async move {
             while let Some(event) = sources.recv().await {
@@ -330,10 +331,13 @@ impl Runtime {
         };
         registry.shutdown().await;
         status_task.abort();
+        // Before the Leases go: a sharder that saw this member leave would otherwise try
+        // to move its parents through a sealed fence.
+        drop(sharder);
         let (sent, refused) = fence.counts();
-        if options.sharding {
+        if membership.is_some() {
             tracing::info!(sent, refused, "writes through the member's fence");
-        } else {
+        } else if election.is_some() {
             tracing::info!(sent, refused, "writes through the leader's fence");
         }
         leave(membership, election).await;

@@ -195,15 +195,18 @@ impl Sharder {
     }
 
     /// Deletes the Lease of every member that let it expire, unless it was renewed since
-    /// this process last saw it (the resourceVersion precondition).
+    /// this process last saw it (the resourceVersion precondition), and the Leases left
+    /// without a holder by members that are gone for good.
     async fn fence_out_expired(&mut self) {
-        let ring = self.leases.ring(Instant::now());
-        let expired: Vec<String> = self
+        let now = Instant::now();
+        let ring = self.leases.ring(now);
+        let mut expired: Vec<String> = self
             .versions
             .keys()
             .filter(|m| ring.state(m) == Some(MemberState::Expired))
             .cloned()
             .collect();
+        expired.extend(self.leases.departed(now));
         let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.settings.namespace);
         for member in expired {
             let params = DeleteParams {
@@ -214,8 +217,12 @@ impl Sharder {
                 ..DeleteParams::default()
             };
             match api.delete(&member, &params).await {
-                Ok(_) => {
+                Ok(_) if ring.state(&member) == Some(MemberState::Expired) => {
                     tracing::warn!(%member, "the member stopped renewing its Lease; its parents move to the others");
+                    self.forget(&member);
+                }
+                Ok(_) => {
+                    tracing::info!(%member, "removed the Lease a departed member released");
                     self.forget(&member);
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => self.forget(&member),

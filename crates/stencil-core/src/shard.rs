@@ -159,6 +159,9 @@ pub fn duty(parent: Placement<'_>, member: &str) -> Duty {
 pub struct Leases {
     duration: Duration,
     seen: BTreeMap<String, Seen>,
+    /// Leases with no holder (released at a clean shutdown, or not yet taken by a
+    /// starting member), since when.
+    released: BTreeMap<String, Instant>,
 }
 
 #[derive(Debug, Clone)]
@@ -174,6 +177,7 @@ impl Leases {
         Leases {
             duration,
             seen: BTreeMap::new(),
+            released: BTreeMap::new(),
         }
     }
 
@@ -184,8 +188,10 @@ impl Leases {
     pub fn observe(&mut self, member: &str, holder: Option<&str>, renewed: &str, now: Instant) {
         let Some(holder) = holder.filter(|h| *h == member) else {
             self.seen.remove(member);
+            self.released.entry(member.to_string()).or_insert(now);
             return;
         };
+        self.released.remove(member);
         let renewal = (holder.to_string(), renewed.to_string());
         match self.seen.get_mut(member) {
             Some(seen) if seen.renewal == renewal => {}
@@ -199,6 +205,18 @@ impl Leases {
     /// Forgets a member whose Lease was deleted.
     pub fn remove(&mut self, member: &str) {
         self.seen.remove(member);
+        self.released.remove(member);
+    }
+
+    /// Members whose Lease has had no holder for a Lease duration at `now`: left for good
+    /// (a Pod replaced by a rollout), their Lease only clutter. A starting member takes
+    /// its new Lease within a second, so its Lease is never among them.
+    pub fn departed(&self, now: Instant) -> Vec<String> {
+        self.released
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) >= self.duration)
+            .map(|(m, _)| m.clone())
+            .collect()
     }
 
     /// The ring at `now`.
@@ -375,5 +393,21 @@ mod tests {
         leases.observe("b", Some("b"), "t", start);
         leases.remove("b");
         assert_eq!(leases.ring(start).ready().count(), 0);
+    }
+
+    #[test]
+    fn a_lease_without_holder_for_a_duration_is_a_departed_members() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut leases = Leases::new(15 * second);
+        // A starting member's Lease, then its first renewal a second later.
+        leases.observe("new", None, "", start);
+        leases.observe("new", Some("new"), "t1", start + second);
+        // A member that shut down cleanly and released its Lease.
+        leases.observe("gone", None, "", start);
+        assert!(leases.departed(start + 14 * second).is_empty());
+        assert_eq!(leases.departed(start + 15 * second), ["gone"]);
+        leases.remove("gone");
+        assert!(leases.departed(start + 60 * second).is_empty());
     }
 }
