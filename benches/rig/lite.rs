@@ -198,6 +198,8 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
     let cpu_before = stencil.cpu_seconds();
     let took = converge(client, ns, n, LITES).await;
     let rss = stencil.rss_kib().0;
+    let passes = stencil.metric("controller_runtime_reconcile_total").await;
+    results.insert("b1b_passes_per_parent", json!(passes / n as f64));
     results.insert("b1b_n", json!(n));
     results.insert("b1b_converge_s", json!(took.as_secs_f64()));
     results.insert("b1b_rss_mib", json!(rss as f64 / 1024.0));

@@ -271,7 +271,12 @@ fn written(
     let verb = if updated { "updated" } else { "created" };
     count(ctx, desired, verb);
     if let Some(uid) = &answer.metadata.uid {
-        ctx.ledger().wrote(&ctx.parent_ref(parent), uid, hash);
+        let me = ctx.parent_ref(parent);
+        let mut ledger = ctx.ledger();
+        ledger.wrote(&me, uid, hash);
+        if let Some(version) = &answer.metadata.resource_version {
+            ledger.expect_echo(&me, uid, version);
+        }
     }
     Applied::Written(format!("{what} {verb}"), Box::new(answer))
 }

@@ -182,7 +182,7 @@ impl Context {
 
     /// How many parents the watch holds now.
     pub fn parent_count(&self) -> usize {
-        self.parents.scan_metadata(|_| Some(())).len()
+        self.parents.len()
     }
 
     /// The UIDs of the parents the watch holds now.
@@ -205,6 +205,15 @@ impl Context {
             .inc();
         if self.parents.holds(parent) {
             self.ledger().requested(parent);
+        }
+    }
+
+    /// Whether the event of `object` (a child or the parent itself) is the echo of
+    /// `parent`'s own last write, which tells its pass nothing new.
+    pub(super) fn is_echo(&self, parent: &ParentRef, object: &ObjectMeta) -> bool {
+        match (&object.uid, &object.resource_version) {
+            (Some(uid), Some(version)) => self.ledger().echo(parent, uid, version),
+            _ => false,
         }
     }
 

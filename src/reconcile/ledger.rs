@@ -31,6 +31,15 @@ struct Record {
     outcome: Option<Option<(String, String)>>,
     /// Children written by recent passes, until their store holds the write.
     written: Vec<Written>,
+    /// The watch events this controller's own writes of the current or last pass will
+    /// cause, as (uid, resourceVersion): nothing new for the parent.
+    echoes: Vec<(String, String)>,
+    /// A pass of the parent is running.
+    in_pass: bool,
+    /// An echo was let go during the current pass.
+    swallowed: bool,
+    /// The current pass ended with nothing left to wait for.
+    clean: bool,
 }
 
 /// A child write whose answer the child's store may not hold yet.
@@ -209,6 +218,60 @@ impl Ledger {
         behind
     }
 
+    /// A pass of `parent` begins: echoes of earlier passes are no longer expected.
+    pub(super) fn pass_started(&mut self, parent: &ParentRef) {
+        let record = self.record(parent);
+        record.echoes.clear();
+        record.in_pass = true;
+        record.swallowed = false;
+        record.clean = false;
+    }
+
+    /// The watch will report this write of the current pass as `uid` at `version`.
+    pub(super) fn expect_echo(&mut self, parent: &ParentRef, uid: &str, version: &str) {
+        self.record(parent).echoes.push((uid.to_string(), version.to_string()));
+    }
+
+    /// The current pass of `parent` found everything in place: the echoes of its writes
+    /// tell it nothing.
+    pub(super) fn ended_clean(&mut self, parent: &ParentRef) {
+        self.record(parent).clean = true;
+    }
+
+    /// Whether an event of `uid` at `version` is the echo of a write of `parent`'s own,
+    /// which then wakes nothing. Each echo is let go once.
+    pub(super) fn echo(&mut self, parent: &ParentRef, uid: &str, version: &str) -> bool {
+        let Some(record) = self.records.get_mut(parent) else {
+            return false;
+        };
+        let Some(i) = record.echoes.iter().position(|(u, v)| u == uid && v == version) else {
+            return false;
+        };
+        record.echoes.swap_remove(i);
+        record.swallowed |= record.in_pass;
+        // The watch stores an object before it tells of it: the store holds the write.
+        record.written.retain(|w| w.uid != uid);
+        self.tidy(parent);
+        true
+    }
+
+    /// A pass of `parent` ends. Unless it ended clean, no later echo is let go, and it
+    /// returns whether one was already: the pass that came of it must then be replaced.
+    pub(super) fn pass_ended(&mut self, parent: &ParentRef) -> bool {
+        let Some(record) = self.records.get_mut(parent) else {
+            return false;
+        };
+        let replace = !record.clean && record.swallowed;
+        if !record.clean {
+            record.echoes.clear();
+        }
+        record.in_pass = false;
+        record.swallowed = false;
+        record.clean = false;
+        self.tidy(parent);
+        replace
+    }
+
     /// Drops everything kept about `parent`.
     pub(super) fn forget(&mut self, parent: &ParentRef) {
         self.records.remove(parent);
@@ -223,5 +286,48 @@ impl Ledger {
         let pending = self.records.values().filter(|r| r.pending_since.is_some()).count();
         let failing = self.records.values().filter(|r| r.failures > 0).count();
         (pending, failing, self.readers.parents().count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    fn parent() -> ParentRef {
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.org", "v1", "Widget"), "widgets");
+        ObjectRef::new_with("w", ar).within("ns")
+    }
+
+    #[test]
+    fn the_echo_of_a_clean_pass_wakes_nothing_once() {
+        let (mut ledger, p) = (Ledger::default(), parent());
+        ledger.pass_started(&p);
+        ledger.wrote(&p, "child", "hash");
+        ledger.expect_echo(&p, "child", "7");
+        ledger.ended_clean(&p);
+        assert!(!ledger.pass_ended(&p), "a clean pass gives nothing back");
+        assert!(!ledger.echo(&p, "child", "6"), "another version is news");
+        assert!(ledger.echo(&p, "child", "7"), "the write's own event is not");
+        assert!(!ledger.echo(&p, "child", "7"), "once");
+        assert_eq!(ledger.tracked(), (0, 0, 0));
+        assert!(ledger.records.is_empty(), "nothing is kept once the echo came");
+    }
+
+    #[test]
+    fn an_echo_let_go_during_a_pass_that_then_waits_is_given_back() {
+        let (mut ledger, p) = (Ledger::default(), parent());
+        ledger.pass_started(&p);
+        ledger.expect_echo(&p, "child", "7");
+        assert!(ledger.echo(&p, "child", "7"), "arrives while the pass runs");
+        // The pass ends with a child held back: the echo's wake-up is owed.
+        assert!(ledger.pass_ended(&p));
+        ledger.pass_started(&p);
+        ledger.expect_echo(&p, "child", "8");
+        assert!(!ledger.pass_ended(&p), "nothing was let go");
+        assert!(
+            !ledger.echo(&p, "child", "8"),
+            "an unclean pass expects no echo after it"
+        );
     }
 }

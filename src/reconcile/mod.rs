@@ -48,6 +48,10 @@ const COLLECT_CONCURRENCY: usize = 4;
 /// How soon a parent in conflict over an object looks at it again.
 const CONFLICT_RETRY: Duration = Duration::from_secs(60);
 
+/// How soon a parent looks again after a pass that let an echo of its own write go and
+/// then found something to wait for.
+const ECHO_REPLACED: Duration = Duration::from_millis(100);
+
 /// How soon a parent whose Recreate waits for the old object looks again, should the
 /// object's deletion not wake it.
 const REPLACING_RETRY: Duration = Duration::from_secs(10);
@@ -77,7 +81,13 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     in_flight.inc();
     let started = std::time::Instant::now();
     let span = tracing::info_span!("reconcile", definition = %name, parent = %describe_object(&parent));
-    let result = tracing::Instrument::instrument(reconcile_inner(&parent, &ctx), span).await;
+    ctx.ledger().pass_started(&me);
+    let mut result = tracing::Instrument::instrument(reconcile_inner(&parent, &ctx), span).await;
+    // An echo of this pass's own write was let go, but the pass left something to wait
+    // for (a child held back, a retry): the wake-up the echo was is given back.
+    if ctx.ledger().pass_ended(&me) && result.is_ok() {
+        result = Ok(Action::requeue(ECHO_REPLACED));
+    }
     in_flight.dec();
     ctx.metrics
         .reconcile_time_seconds
@@ -215,6 +225,9 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     if message.is_empty() {
         ctx.ledger().conflict(&me, None);
         status::write(ctx, parent, &rendered_status).await?;
+        if requeue.is_none() && out.waiting.is_empty() && !arrived {
+            ctx.ledger().ended_clean(&me);
+        }
     } else {
         // A Warning event once per change of the conflict, not on every resync.
         let changed = ctx.ledger().conflict(&me, Some(message.clone()));
@@ -318,10 +331,13 @@ pub async fn run(
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let counting = ctx.clone();
-    let parent_events = stream_from(ctx.parents.subscribe()).map(move |meta| {
+    let parent_events = stream_from(ctx.parents.subscribe()).filter_map(move |meta| {
         let me = counting.parents.key_of(&meta);
-        counting.requested(&me);
-        me
+        let echo = counting.is_echo(&me, &meta);
+        if !echo {
+            counting.requested(&me);
+        }
+        futures::future::ready((!echo).then_some(me))
     });
     let collector = tokio::spawn(collect_deleted(ctx.clone()));
     let resource = ctx.parents.resolved.resource.clone();

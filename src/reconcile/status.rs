@@ -28,7 +28,8 @@ pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Valu
         }
     }
     let body = Value::Object(Map::from_iter([("status".to_string(), Value::Object(patch))]));
-    ctx.parent_api(parent)
+    let answer = ctx
+        .parent_api(parent)
         .patch_status(
             &parent.metadata.name.clone().unwrap_or_default(),
             &PatchParams::default(),
@@ -40,5 +41,8 @@ pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Valu
             object: describe_object(parent),
             source,
         })?;
+    if let (Some(uid), Some(version)) = (&answer.metadata.uid, &answer.metadata.resource_version) {
+        ctx.ledger().expect_echo(&ctx.parent_ref(parent), uid, version);
+    }
     Ok(())
 }

@@ -1053,3 +1053,27 @@ async fn a_pass_ahead_of_the_store_does_not_write_its_own_write_again() {
         "a new change is written at once"
     );
 }
+
+/// A pass that wrote a child and the status, with nothing left to wait for, expects the
+/// watch events of those writes, so they wake no second pass.
+#[tokio::test]
+async fn a_clean_pass_expects_the_echoes_of_its_own_writes() {
+    let mut w = World::new();
+    let sent = w.reconcile(parent(None)).await;
+    assert_eq!(sent.len(), 2, "positive control: the child and the status: {sent:?}");
+    let obj: DynamicObject = serde_json::from_value(parent(None)).unwrap();
+    let me = w.ctx.parent_ref(&obj);
+    let meta = |uid: &str, version: &str| kube::api::ObjectMeta {
+        uid: Some(uid.into()),
+        resource_version: Some(version.into()),
+        ..Default::default()
+    };
+    // The mock answers a child write with its body, and the status write with the parent
+    // at resourceVersion 1; every answer carries the uid `answered-uid`.
+    assert!(w.ctx.is_echo(&me, &meta("answered-uid", apply::CREATE_ONLY)));
+    assert!(w.ctx.is_echo(&me, &meta("answered-uid", "1")));
+    assert!(
+        !w.ctx.is_echo(&me, &meta("answered-uid", "2")),
+        "a later change of the parent is news"
+    );
+}

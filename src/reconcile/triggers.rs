@@ -39,7 +39,10 @@ pub(super) fn triggers(
         );
         let refs = match role {
             Role::Child => {
-                let mut refs: Vec<ParentRef> = child_parent(&ctx, &meta).into_iter().collect();
+                let mut refs: Vec<ParentRef> = child_parent(&ctx, &meta)
+                    .filter(|parent| !ctx.is_echo(parent, &meta))
+                    .into_iter()
+                    .collect();
                 // Parents waiting for another's object to be let go.
                 refs.extend(ctx.ledger().waiting_for(&key));
                 refs

@@ -84,6 +84,16 @@ impl SharedWatch {
         self.store.state().iter().map(|s| self.whole(s)).collect()
     }
 
+    /// How many objects the store holds.
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// True when the store holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+
     /// What `f` takes from each stored object's metadata, reading no object whole.
     pub fn scan_metadata<T>(&self, f: impl FnMut(&ObjectMeta) -> Option<T>) -> Vec<T> {
         self.store
@@ -227,11 +237,11 @@ impl SharedWatch {
                         send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&*stored).clone()));
                     }
                 }
-                for gone in relist.before.iter().filter(|o| {
-                    self.store
-                        .get(&ObjectRef::from_obj_with(&***o, self.resolved.resource.clone()))
-                        .is_none()
-                }) {
+                for gone in relist
+                    .before
+                    .iter()
+                    .filter(|o| !self.holds(&self.key_of(kube::Resource::meta(&***o))))
+                {
                     send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&**gone).clone()));
                     send_all(&self.deletion_subscribers, &self.whole(gone));
                 }
