@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{CM, Process, TestNamespace, child, client, definition, spawn_stencil, unique_group, wait_for};
+use common::{Process, TestNamespace, spawn_stencil, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -38,25 +38,14 @@ struct Pair {
 
 impl Pair {
     async fn start(prefix: &str, extra: &[&str]) -> Pair {
-        let client = client().await;
-        let ns = TestNamespace::new(&client, prefix).await;
-        let group = unique_group();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("widgets.yaml"),
-            definition(&group, &child("cm", CM), ""),
-        )
-        .unwrap();
-        let lease = format!("stencil-{}", &group[..9]);
-        let mut args = vec![
-            format!("--definitions={}", dir.path().display()),
-            format!("--namespace={}", ns.name),
-            "--no-cluster-definitions".to_string(),
-            "--leader-elect".to_string(),
-            format!("--leader-election-id={lease}"),
-            format!("--leader-election-namespace={}", ns.name),
-        ];
-        args.extend(extra.iter().map(|a| a.to_string()));
+        let common::Replicated {
+            client,
+            ns,
+            group,
+            lease,
+            args,
+            dir,
+        } = common::Replicated::new(prefix, "--leader-elect", extra).await;
         let kubeconfig = common::kubeconfig_path();
         let procs = vec![
             spawn_stencil(&args, &kubeconfig, dir.path().join("a.log")),

@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{CM, Process, TestNamespace, child, client, definition, spawn_stencil_env, unique_group, wait_for};
+use common::{Process, TestNamespace, spawn_stencil_env, wait_for};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -49,25 +49,15 @@ impl Ring {
     /// every member.
     async fn start(names: &[&str], parents: usize, extra: &[&str]) -> Ring {
         let turn = ONE_AT_A_TIME.lock().await;
-        let client = client().await;
-        let ns = TestNamespace::new(&client, "shard").await;
-        let group = unique_group();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("widgets.yaml"),
-            definition(&group, &child("cm", CM), ""),
-        )
-        .unwrap();
-        let lease = format!("stencil-{}", &group[..9]);
-        let mut args = vec![
-            format!("--definitions={}", dir.path().display()),
-            format!("--namespace={}", ns.name),
-            "--no-cluster-definitions".to_string(),
-            "--sharding".to_string(),
-            format!("--leader-election-id={lease}"),
-            format!("--leader-election-namespace={}", ns.name),
-        ];
-        args.extend(LEASE.iter().chain(extra).map(|a| a.to_string()));
+        let extra: Vec<&str> = LEASE.iter().chain(extra).copied().collect();
+        let common::Replicated {
+            client,
+            ns,
+            group,
+            lease,
+            args,
+            dir,
+        } = common::Replicated::new("shard", "--sharding", &extra).await;
         let mut ring = Ring {
             parents,
             client,

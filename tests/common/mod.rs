@@ -429,6 +429,55 @@ pub fn definition(group: &str, children: &str, extra: &str) -> String {
     stencil_core::fixtures::definition(widget, children, extra)
 }
 
+/// Replicas of `stencil run` over one Widget definition in a fresh namespace, sharing a
+/// Lease there: what `tests/leader.rs` and `tests/sharding.rs` start from.
+pub struct Replicated {
+    pub client: Client,
+    pub ns: TestNamespace,
+    pub group: String,
+    /// The Lease's name (`--leader-election-id`).
+    pub lease: String,
+    /// The arguments every replica runs with.
+    pub args: Vec<String>,
+    /// The definition's directory; the replicas' logs go there too.
+    pub dir: tempfile::TempDir,
+}
+
+impl Replicated {
+    /// A namespace named after `prefix`, a Widget definition with a ConfigMap child, and
+    /// the arguments of replicas running with `mode` (`--leader-elect` or `--sharding`)
+    /// and `extra`.
+    pub async fn new(prefix: &str, mode: &str, extra: &[&str]) -> Replicated {
+        let client = client().await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let group = unique_group();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("widgets.yaml"),
+            definition(&group, &child("cm", CM), ""),
+        )
+        .unwrap();
+        let lease = format!("stencil-{}", &group[..9]);
+        let mut args = vec![
+            format!("--definitions={}", dir.path().display()),
+            format!("--namespace={}", ns.name),
+            "--no-cluster-definitions".to_string(),
+            mode.to_string(),
+            format!("--leader-election-id={lease}"),
+            format!("--leader-election-namespace={}", ns.name),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Replicated {
+            client,
+            ns,
+            group,
+            lease,
+            args,
+            dir,
+        }
+    }
+}
+
 /// The condition of `type_` in an object's status.
 pub fn condition(obj: &serde_json::Value, type_: &str) -> Option<serde_json::Value> {
     obj.pointer("/status/conditions")?
