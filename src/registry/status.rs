@@ -303,6 +303,33 @@ impl Writer {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_member_that_does_not_lead_holds_the_last_report_of_each_kind_per_definition() {
+        let (a, b) = (
+            Origin::Cluster { name: "a".into() },
+            Origin::Cluster { name: "b".into() },
+        );
+        let waiting = |m: &str| Report::Waiting {
+            reason: "Waiting",
+            message: m.into(),
+        };
+        let mut held = Vec::new();
+        hold(&mut held, a.clone(), Report::Compiled);
+        hold(&mut held, a.clone(), waiting("first"));
+        hold(&mut held, b.clone(), waiting("other"));
+        hold(&mut held, a.clone(), waiting("second"));
+        assert_eq!(
+            held,
+            [
+                (a.clone(), Report::Compiled),
+                (b.clone(), waiting("other")),
+                (a.clone(), waiting("second")),
+            ]
+        );
+        hold(&mut held, a.clone(), Report::Removed);
+        assert_eq!(held, [(b, waiting("other")), (a, Report::Removed)]);
+    }
+
     fn status_of(reports: &[Report]) -> Value {
         let mut status = json!({});
         for r in reports {
