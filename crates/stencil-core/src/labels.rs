@@ -57,6 +57,13 @@ pub const MOVED_FROM: &str = "stencil.dev/moved-from";
 /// On each membership Lease: the ring (the Helm release) the member belongs to.
 pub const RING: &str = "stencil.dev/ring";
 
+/// Annotation on a definition's `ControllerRevision`: the hash of the spec it holds.
+pub const REVISION_HASH: &str = "stencil.dev/revision-hash";
+
+/// Annotation that stops every write for a parent, or for every parent of a definition,
+/// while it is `"true"`.
+pub const PAUSED: &str = "stencil.dev/paused";
+
 /// Longest value Kubernetes accepts for a label.
 pub const MAX_LABEL_VALUE: usize = 63;
 

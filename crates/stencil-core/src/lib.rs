@@ -27,6 +27,7 @@ pub mod ownership;
 pub mod quantity;
 pub mod readiness;
 pub mod render;
+pub mod rollout;
 pub mod schema_change;
 pub mod selector;
 pub mod shard;

@@ -528,3 +528,18 @@ fn two_children_that_always_render_one_object_are_an_error() {
     assert!(d.to_string().contains("renders the same object as child `copy`"), "{d}");
     assert_eq!(d.field.as_deref(), Some("children[config].template"), "{d}");
 }
+
+#[test]
+fn rollout_steps_that_do_not_rise_are_reported_at_the_rollout() {
+    let text = GOOD.replace(
+        "  children:",
+        "  rollout:\n    strategy: Immediate\n    steps: [{percent: 50}, {percent: 20}]\n  children:",
+    );
+    let d = one_error(&text);
+    assert!(
+        d.to_string()
+            .contains("steps[1].percent must be above the step before (50), got 20"),
+        "{d}"
+    );
+    assert_eq!(d.line, 10, "{d}");
+}

@@ -149,6 +149,22 @@ pub(crate) fn check(
             None,
         );
     }
+    for problem in crate::definition::rollout_problems(&spec.rollout) {
+        report(
+            Field::Rollout,
+            CompileError::Invalid(format!("rollout: {problem}")),
+            None,
+        );
+    }
+    if spec.rollout.strategy == crate::definition::RolloutStrategy::Canary {
+        report(
+            Field::Rollout,
+            CompileError::Invalid(
+                "rollout: strategy Canary is not served by this version of Stencil; use Immediate".into(),
+            ),
+            None,
+        );
+    }
     if spec.finalize.timeout_seconds == 0 {
         report(
             Field::FinalizeUntil,

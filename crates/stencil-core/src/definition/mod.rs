@@ -3,9 +3,14 @@
 //! here beyond defaults; validation is the compiler's job.
 
 mod crd_spec;
+mod rollout;
 mod status;
 
 pub use crd_spec::{CrdNames, CrdSchema, CrdScope, CrdSpec, CrdVersion, VersionConversion};
+pub use rollout::{
+    CarriedShare, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT, OnFailure, RolloutPhase,
+    RolloutSpec, RolloutStatus, RolloutStep, RolloutStrategy, rollout_problems,
+};
 pub use status::{FailingParent, OperatorDefinitionStatus};
 
 use std::collections::BTreeMap;
@@ -60,6 +65,15 @@ pub struct OperatorDefinitionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10))]
     pub resync_seconds: Option<u32>,
+    /// How an accepted edit reaches the parents: all at once (the default) or a share at
+    /// a time. The CRD is shared by every revision, so a CRD change applies at once.
+    #[serde(default, skip_serializing_if = "RolloutSpec::is_default")]
+    pub rollout: RolloutSpec,
+    /// How many revisions of the definition are kept as `ControllerRevision`s, beside the
+    /// ones a rollout serves; 5 unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub revision_history_limit: Option<u32>,
 }
 
 impl OperatorDefinitionSpec {
