@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod finalize;
 mod ledger;
+mod pause;
 mod prune;
 mod readers;
 mod rendering;
@@ -119,6 +120,9 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
 async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Result<Action, ReconcileError> {
     if let Some(action) = shard::gate(ctx, parent).await? {
         return Ok(action);
+    }
+    if let Some(by) = pause::paused_by(ctx, parent) {
+        return Ok(pause::hold(ctx, parent, by).await);
     }
     let decorator = ctx.def.spec.is_decorator();
     if decorator && (parent.metadata.deletion_timestamp.is_some() || !ctx.decorates(&parent.metadata)) {
@@ -309,6 +313,10 @@ async fn collect_deleted(ctx: Arc<Context>) {
             async move {
                 if collect::is_gone(&ctx, &parent) {
                     ctx.forget(&ctx.parent_ref(&parent));
+                    // Held still: the garbage collector, not Stencil, removes what it owned.
+                    if pause::paused_by(&ctx, &parent).is_some() {
+                        return;
+                    }
                     if !shard::deleted(&ctx, &parent).await {
                         return;
                     }

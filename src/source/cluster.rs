@@ -61,9 +61,9 @@ pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: imp
     }
 }
 
-/// What a definition resource was compiled from: its generation and whether it allows
-/// breaking CRD changes.
-type Seen = (Option<i64>, bool);
+/// What a definition resource was compiled from: its generation, whether it allows
+/// breaking CRD changes, and whether it is paused.
+type Seen = (Option<i64>, bool, bool);
 
 fn upsert(od: &OperatorDefinition, generations: &mut HashMap<String, Seen>, tx: &UnboundedSender<SourceEvent>) {
     let name = od.name_any();
@@ -72,7 +72,8 @@ fn upsert(od: &OperatorDefinition, generations: &mut HashMap<String, Seen>, tx: 
         .get(crate::labels::ALLOW_BREAKING_CHANGES)
         .map(String::as_str)
         == Some("true");
-    let seen = (od.metadata.generation, allows);
+    let paused = crate::labels::paused(od.metadata.annotations.as_ref());
+    let seen = (od.metadata.generation, allows, paused);
     if generations.get(&name) == Some(&seen) {
         return;
     }

@@ -207,7 +207,8 @@ impl Known {
             let _ = tx.send(SourceEvent::Remove(origin));
         }
         for (origin, def) in scan.good {
-            let fingerprint = format!("{:?}", def.spec);
+            // The annotations Stencil reads count as much as the spec.
+            let fingerprint = format!("{:?} {} {}", def.spec, def.allow_breaking_changes, def.paused);
             if self.defs.get(&origin) != Some(&fingerprint) {
                 self.defs.insert(origin.clone(), fingerprint);
                 let _ = tx.send(SourceEvent::Upsert(origin, Box::new(def)));

@@ -81,6 +81,11 @@ pub const ALLOW_BREAKING_CHANGES: &str = "stencil.dev/allow-breaking-changes";
 /// storage version's `spec` and `status` as JSON, so converting back loses nothing.
 pub const CONVERSION_DATA: &str = "stencil.dev/conversion-data";
 
+/// Whether annotations hold [`PAUSED`] set to `"true"`.
+pub fn paused(annotations: Option<&std::collections::BTreeMap<String, String>>) -> bool {
+    annotations.and_then(|a| a.get(PAUSED)).is_some_and(|v| v == "true")
+}
+
 /// A label value for any string: as is when valid, else a DNS label with a hash suffix.
 pub fn label_value(s: &str) -> String {
     let valid = s.len() <= MAX_LABEL_VALUE

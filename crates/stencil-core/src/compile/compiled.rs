@@ -44,6 +44,9 @@ pub struct CompiledDefinition {
     /// `stencil.dev/allow-breaking-changes: "true"`: a CRD change that may lose data is
     /// applied anyway.
     pub allow_breaking_changes: bool,
+    /// `stencil.dev/paused: "true"` on the definition: no parent of it gets a write but
+    /// its `Paused` condition.
+    pub paused: bool,
 }
 
 impl CompiledDefinition {

@@ -141,6 +141,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         .as_ref()
         .and_then(|a| a.get(crate::labels::ALLOW_BREAKING_CHANGES))
         .is_some_and(|v| v == "true");
+    let paused = crate::labels::paused(resource.metadata.annotations.as_ref());
     let mut template =
         |tname: String, source: &str, field: Field, report: &mut dyn FnMut(Field, CompileError, Option<(u64, u64)>)| {
             let origin = locator.origin(&field);
@@ -329,6 +330,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             reads,
             decorate,
             allow_breaking_changes,
+            paused,
         }),
         _ => Err(Diagnostics(errors)),
     }

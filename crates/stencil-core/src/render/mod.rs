@@ -15,7 +15,7 @@ pub use decorate::collected_by_garbage_collector;
 use entries::render_entries;
 pub use finalize::{FinalizeOutput, render_finalize};
 pub use lookups::{LookupRequest, Target, lookup_requests, match_lookups, string_map};
-pub use status::{failure_status, not_ready};
+pub use status::{failure_status, not_ready, paused_status};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -203,6 +203,22 @@ pub fn failure_status(parent: &Value, failure: &RenderFailure, latched_types: &[
     status
 }
 
+/// The status of a parent Stencil holds still (`stencil.dev/paused`): its current status
+/// as it is, with the `Paused` condition True saying why. Nothing else changes while
+/// paused (the condition names no generation, so a spec edit writes nothing either); the
+/// first pass after the annotation goes writes the rendered status, without it.
+pub fn paused_status(current: Option<&Value>, message: &str) -> Value {
+    let mut status = current.cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let mut conditions: Vec<Value> = status
+        .get("conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    crate::conditions::set(&mut conditions, condition("Paused", true, "Paused", message, None));
+    status["conditions"] = Value::Array(conditions);
+    status
+}
+
 /// `rendered` with `Ready` False (and `Reconciling` True) for `reason`, the rest kept: a
 /// child could not be applied (`ApplyFailed`), or its object is not this parent's
 /// (`Conflict`).
@@ -221,6 +237,23 @@ pub fn not_ready(rendered: &Value, reason: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paused_status_keeps_everything_and_says_paused() {
+        let current = json!({"url": "x", "conditions": [
+            {"type": "Ready", "status": "True", "reason": "AllChildrenReady", "lastTransitionTime": "t"}]});
+        let paused = paused_status(Some(&current), "held");
+        assert_eq!(paused["url"], "x");
+        let conditions = paused["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 2);
+        assert_eq!(conditions[0]["type"], "Paused");
+        assert_eq!(
+            (conditions[0]["status"].as_str(), conditions[0]["message"].as_str()),
+            (Some("True"), Some("held"))
+        );
+        assert_eq!(conditions[1], current["conditions"][0], "Ready stays as it was");
+        assert_eq!(paused_status(None, "held")["conditions"][0]["type"], "Paused");
+    }
 
     #[test]
     fn a_failed_apply_turns_ready_false_and_keeps_the_rest() {
