@@ -319,6 +319,10 @@ pub struct RbacArgs {
     /// Also bind the roles to this ServiceAccount, written `namespace/name`.
     #[arg(long)]
     pub service_account: Option<String>,
+    /// Stencil's own namespace, where it keeps each definition's revisions (default: the
+    /// --service-account's namespace, else `default`).
+    #[arg(long)]
+    pub stencil_namespace: Option<String>,
     /// `manifests` (ClusterRole and Roles) or `values` (rules for the Helm chart's
     /// `rbac.clusterRules` and `rbac.namespacedRules`).
     #[arg(long, value_enum, default_value_t = RbacFormat::Manifests)]

@@ -13,7 +13,9 @@
 
 // The core as the binary, the tests and the bench use it; the rest of it serves the
 // cluster side only.
-pub use stencil_core::{applied, compile, convert, definition, gvk, json_schema, labels, offline, render, yaml};
+pub use stencil_core::{
+    applied, compile, convert, definition, gvk, json_schema, labels, offline, render, rollout, yaml,
+};
 pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector, shard};
 
 pub mod crd;
@@ -22,6 +24,7 @@ pub mod live;
 pub mod metrics;
 pub mod migrate;
 pub mod registry;
+pub mod revisions;
 pub mod runtime;
 pub mod sharding;
 pub mod source;

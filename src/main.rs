@@ -117,6 +117,7 @@ async fn serve(args: RunArgs) -> Result<()> {
         storage_migration: args.storage_migration,
         instance: std::env::var("POD_NAME").ok(),
         sharding: args.sharding,
+        home: Some(namespace),
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

@@ -127,22 +127,24 @@ fn sharding_runs_every_replica_as_a_member_that_may_remove_a_dead_members_lease(
 #[test]
 fn watch_namespaces_use_roles() {
     let objects = template(&format!("{}/ci/namespaced-values.yaml", chart()));
-    let (webhook, roles): (Vec<&Value>, Vec<&Value>) = find(&objects, "Role")
-        .into_iter()
-        .partition(|r| r["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-webhook")));
+    let (own, roles): (Vec<&Value>, Vec<&Value>) = find(&objects, "Role").into_iter().partition(|r| {
+        r["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-webhook") || n.ends_with("-revisions"))
+    });
     let namespaces: Vec<&str> = roles
         .iter()
         .map(|r| r["metadata"]["namespace"].as_str().unwrap())
         .collect();
     assert_eq!(namespaces, vec!["team-a", "team-b"]);
-    let webhook_namespaces: Vec<&str> = webhook
+    let own_namespaces: Vec<&str> = own
         .iter()
         .map(|r| r["metadata"]["namespace"].as_str().unwrap())
         .collect();
     assert_eq!(
-        webhook_namespaces,
-        vec!["stencil-system"],
-        "the webhook certificate's Role is in the release namespace only"
+        own_namespaces,
+        vec!["stencil-system", "stencil-system"],
+        "the webhook certificate's and the revisions' Roles are in the release namespace only"
     );
     assert!(
         roles[0]["rules"]

@@ -260,6 +260,16 @@ pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
         sharding: args.sharding,
         cluster_definitions: !args.no_cluster_definitions,
         name: args.name.clone(),
+        home: args
+            .stencil_namespace
+            .clone()
+            .or_else(|| {
+                args.service_account
+                    .as_ref()?
+                    .split_once('/')
+                    .map(|(ns, _)| ns.to_string())
+            })
+            .unwrap_or_else(|| "default".into()),
     };
     let scopes = stencil::compile::scopes(&loaded.definitions);
     let needs = rbac::needs(&loaded.definitions, &scopes, &options);

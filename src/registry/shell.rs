@@ -33,6 +33,8 @@ pub struct Shell {
     pub storage_migration: crate::migrate::Method,
     /// Who reports this process's events (the Pod's name), when known.
     pub instance: Option<String>,
+    /// Stencil's own namespace, where definition revisions are kept; none keeps none.
+    pub home: Option<String>,
     /// This member's name when parents are sharded between replicas; it watches and
     /// reconciles only its own share.
     pub shard: Option<String>,

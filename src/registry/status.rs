@@ -61,6 +61,13 @@ pub enum Report {
         /// Why.
         message: String,
     },
+    /// Where the definition's rollout stands, its revisions kept.
+    Rollout(crate::definition::RolloutStatus),
+    /// The definition's revision could not be kept.
+    RevisionFailed {
+        /// Why.
+        message: String,
+    },
     /// The definition is gone: forget it.
     Removed,
 }
@@ -159,6 +166,20 @@ impl Report {
                 set(&mut conditions, condition("Migrated", false, "Failed", message, None));
                 Some(Some(message.clone()))
             }
+            Report::Rollout(rollout) => {
+                status["rollout"] = json!(rollout);
+                let (reason, message) = rollout_condition(rollout);
+                let done = rollout.phase == crate::definition::RolloutPhase::Complete;
+                set(&mut conditions, condition("Rollout", done, reason, &message, None));
+                None
+            }
+            Report::RevisionFailed { message } => {
+                set(
+                    &mut conditions,
+                    condition("Rollout", false, "RevisionNotKept", message, None),
+                );
+                Some(Some(message.clone()))
+            }
             Report::Removed => None,
         };
         status["conditions"] = Value::Array(conditions);
@@ -179,9 +200,48 @@ impl Report {
             Report::Conflict { message } => tracing::warn!(definition = %origin, "conflict: {message}"),
             Report::Waiting { message, .. } => tracing::info!(definition = %origin, "waiting: {message}"),
             Report::Serving { problem: Some(p), .. } => tracing::warn!(definition = %origin, "{p}"),
-            Report::MigrationFailed { message } => tracing::warn!(definition = %origin, "{message}"),
+            Report::MigrationFailed { message } | Report::RevisionFailed { message } => {
+                tracing::warn!(definition = %origin, "{message}")
+            }
+            Report::Rollout(r) => tracing::info!(definition = %origin, "{}", rollout_condition(r).1),
             Report::Compiled | Report::Serving { problem: None, .. } | Report::Migration(_) | Report::Removed => {}
         }
+    }
+}
+
+/// The `Rollout` condition's reason and message for a rollout.
+fn rollout_condition(rollout: &crate::definition::RolloutStatus) -> (&'static str, String) {
+    use crate::definition::RolloutPhase;
+    let why = rollout.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
+    match rollout.phase {
+        RolloutPhase::Complete => (
+            "Complete",
+            format!("every parent renders revision {}", rollout.current_revision),
+        ),
+        RolloutPhase::Progressing => (
+            "Progressing",
+            format!(
+                "step {}: {} % of parents on revision {}, the others on {}",
+                rollout.step + 1,
+                rollout.percent,
+                rollout.updated_revision,
+                rollout.current_revision
+            ),
+        ),
+        RolloutPhase::Paused => (
+            "Paused",
+            format!(
+                "held at {} % of parents on revision {}{why}",
+                rollout.percent, rollout.updated_revision
+            ),
+        ),
+        RolloutPhase::RolledBack => (
+            "Failed",
+            format!(
+                "every parent renders revision {}, not {}{why}",
+                rollout.current_revision, rollout.updated_revision
+            ),
+        ),
     }
 }
 

@@ -133,6 +133,30 @@ impl Supervisor {
     }
 }
 
+/// Keeps the definition's revision in Stencil's namespace, once this process leads, and
+/// reports where its rollout stands. A revision that cannot be kept is reported; the
+/// definition serves on.
+fn keep_revision(shell: &Shell, origin: &Origin, def: &Arc<CompiledDefinition>) -> Option<crate::tasks::Owned<()>> {
+    let home = shell.home.clone()?;
+    let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
+    let leadership = shell.leadership.clone();
+    Some(crate::tasks::Owned::spawn(async move {
+        leadership.wait().await;
+        let revisions = crate::revisions::Revisions::new(&client, &home, &def.name);
+        match revisions.record(&def.spec, def.spec.revision_history_limit, &[]).await {
+            Ok(revision) => {
+                let now = crate::conditions::now();
+                let rollout = crate::rollout::begin(&def.spec.rollout, None, &revision.name, &now);
+                reports.send(&origin, Report::Rollout(rollout));
+            }
+            Err(e) => {
+                let message = format!("{e}; the definition serves on, without its revision history");
+                reports.send(&origin, Report::RevisionFailed { message });
+            }
+        }
+    }))
+}
+
 /// Waits until `stop` is set.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
@@ -245,6 +269,10 @@ async fn serve(
             }
         })
     });
+    let _revision = refused
+        .is_none()
+        .then(|| keep_revision(&shell, &origin, &def))
+        .flatten();
     let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
         return;
     };

@@ -49,6 +49,9 @@ pub struct Options {
     /// leader Lease under its leader identity, and the leader assigns the parents. Needs
     /// `leader`.
     pub sharding: bool,
+    /// Stencil's own namespace (`$POD_NAMESPACE`), where each definition's revisions are
+    /// kept as `ControllerRevision`s; none keeps none.
+    pub home: Option<String>,
 }
 
 impl Default for Options {
@@ -65,6 +68,7 @@ impl Default for Options {
             storage_migration: crate::migrate::Method::Auto,
             instance: None,
             sharding: false,
+            home: None,
         }
     }
 }
@@ -282,6 +286,7 @@ impl Runtime {
             webhook: served.as_ref().map(|s| s.webhook.clone()),
             storage_migration: options.storage_migration,
             instance: options.instance.clone(),
+            home: options.home.clone(),
             shard: options
                 .leader
                 .as_ref()

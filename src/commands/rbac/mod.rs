@@ -101,6 +101,8 @@ pub struct Options {
     pub cluster_definitions: bool,
     /// Name prefix of the generated roles.
     pub name: String,
+    /// Stencil's own namespace, where it keeps each definition's revisions.
+    pub home: String,
 }
 
 /// What Stencil needs: the cluster-wide rules, and the rules for namespaced kinds (granted
@@ -235,6 +237,14 @@ pub fn manifests(needs: &Needs, options: &Options) -> Vec<Value> {
         "metadata": {"name": options.name, "labels": labels},
         "rules": needs.cluster.policy_rules(),
     })];
+    // The definitions' revisions, in Stencil's namespace only.
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": format!("{}-revisions", options.name), "namespace": options.home, "labels": labels},
+        "rules": [{"apiGroups": ["apps"], "resources": ["controllerrevisions"],
+                   "verbs": ["get", "list", "watch", "create", "patch", "delete"]}],
+    }));
     if !needs.namespaced.is_empty() {
         for ns in &options.namespaces {
             out.push(json!({

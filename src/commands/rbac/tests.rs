@@ -111,6 +111,7 @@ fn namespaces_move_namespaced_kinds_into_roles() {
         namespaces: vec!["a".into(), "b".into()],
         leader_election: true,
         name: "stencil".into(),
+        home: "ops".into(),
         ..Options::default()
     };
     let n = needs(&defs, &scopes, &options);
@@ -136,7 +137,26 @@ fn namespaces_move_namespaced_kinds_into_roles() {
             .allows("coordination.k8s.io", "leases", "delete", None)
     );
     let m = manifests(&n, &options);
-    assert_eq!(m.iter().filter(|o| o["kind"] == "Role").count(), 2);
+    let roles: Vec<(&str, &str)> = m
+        .iter()
+        .filter(|o| o["kind"] == "Role")
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        [("stencil-revisions", "ops"), ("stencil", "a"), ("stencil", "b")]
+    );
+    let revisions = &m.iter().find(|o| o["metadata"]["name"] == "stencil-revisions").unwrap()["rules"][0];
+    assert_eq!(
+        revisions["resources"],
+        json!(["controllerrevisions"]),
+        "only revisions, only in Stencil's namespace"
+    );
     // Two namespaces share one cluster-wide watch per kind: reading is cluster-wide.
     assert!(n.cluster.allows("apps", "statefulsets", "watch", None));
     assert!(n.cluster.allows("apps", "statefulsets", "list", None));

@@ -69,6 +69,7 @@ fn names(effects: &[Effect]) -> Vec<String> {
                     Report::Waiting { .. } => "waiting",
                     Report::Serving { .. } => "serving",
                     Report::Migration(_) | Report::MigrationFailed { .. } => "migration",
+                    Report::Rollout(_) | Report::RevisionFailed { .. } => "rollout",
                     Report::Removed => "removed",
                 }
             ),

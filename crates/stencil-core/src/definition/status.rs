@@ -33,6 +33,10 @@ pub struct OperatorDefinitionStatus {
     /// Objects rewritten by the last storage-version migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migrated_objects: Option<i64>,
+    /// The definition's revisions: the one every parent renders, and the one a rollout
+    /// moves them to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<super::RolloutStatus>,
     /// The last compile or reconcile error, with its location.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
