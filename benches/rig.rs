@@ -167,7 +167,10 @@ async fn service_account_kubeconfig(client: &Client, sa: &str, rbac: Vec<Value>,
         let plural = format!("{}s", kind.to_lowercase());
         let ar =
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind), &plural);
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
         let name = obj["metadata"]["name"].as_str().unwrap();
         api.patch(name, &PatchParams::apply("bench").force(), &Patch::Apply(&obj))
             .await
@@ -239,7 +242,9 @@ impl Controller {
             .arg(format!("--definitions={}", defs.display()))
             .arg(format!("--metrics-addr={metrics}"))
             .args(extra)
-            .env("RUST_LOG", "stencil=warn");
+            .env("RUST_LOG", "stencil=warn")
+            // Where it keeps the definitions' revisions, as the chart's release namespace.
+            .env("POD_NAMESPACE", "stencil-bench");
         if let Some(pod) = pod {
             command.env("POD_NAME", pod);
         }
