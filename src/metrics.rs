@@ -71,6 +71,15 @@ pub struct MethodLabel {
     pub method: String,
 }
 
+/// `definition` and `revision` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RevisionLabels {
+    /// The definition's name.
+    pub definition: String,
+    /// The revision's name.
+    pub revision: String,
+}
+
 /// `definition` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DefinitionLabel {
@@ -114,6 +123,10 @@ pub struct Metrics {
     pub decorated_parents: Family<DefinitionLabel, Gauge>,
     /// Of those, the ones whose children are all ready.
     pub decorated_ready_parents: Family<DefinitionLabel, Gauge>,
+    /// The step each definition's rollout is at (1 for the first; 0 with no rollout).
+    pub rollout_step: Family<DefinitionLabel, Gauge>,
+    /// Parents rendering each revision of a definition.
+    pub rollout_parents: Family<RevisionLabels, Gauge>,
     /// Child writes by result.
     pub children_applied_total: Family<ApplyLabels, Counter>,
     /// Child applies skipped because the live object already matched.
@@ -154,6 +167,8 @@ impl Metrics {
             shard_parents: Family::default(),
             decorated_parents: Family::default(),
             decorated_ready_parents: Family::default(),
+            rollout_step: Family::default(),
+            rollout_parents: Family::default(),
             children_applied_total: Family::default(),
             apply_skipped_total: Family::default(),
             template_render_seconds: Family::new_with_constructor(seconds),
@@ -229,6 +244,16 @@ impl Metrics {
             "stencil_decorated_ready_parents",
             "Decorated objects whose children are all ready",
             m.decorated_ready_parents.clone(),
+        );
+        r.register(
+            "stencil_rollout_step",
+            "The step each definition's rollout is at, from 1; 0 when none runs",
+            m.rollout_step.clone(),
+        );
+        r.register(
+            "stencil_rollout_parents",
+            "Parents rendering each revision of a definition",
+            m.rollout_parents.clone(),
         );
         r.register(
             "stencil_children_applied",

@@ -7,9 +7,9 @@ use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use crate::definition::{DEFAULT_REVISION_HISTORY_LIMIT, OperatorDefinitionSpec};
+use crate::definition::{DEFAULT_REVISION_HISTORY_LIMIT, OperatorDefinitionSpec, RolloutStatus};
 use crate::labels;
-use crate::rollout::{revision_hash, revision_object};
+use crate::rollout::{begin, revision_hash, revision_object};
 
 /// Why a revision could not be read or kept.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,39 @@ pub struct Revision {
     pub number: i64,
     /// The spec it keeps.
     pub spec: OperatorDefinitionSpec,
+    /// Where the definition's rollout stood when this was the newest revision
+    /// (`stencil.dev/rollout`); the newest revision's is the rollout's state now.
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// A definition's rollout as its revisions keep it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    /// Where the rollout stands.
+    pub rollout: RolloutStatus,
+    /// Every revision kept, oldest first.
+    pub revisions: Vec<Revision>,
+}
+
+impl Kept {
+    /// The spec of revision `name`, if it is kept.
+    pub fn spec(&self, name: &str) -> Option<&OperatorDefinitionSpec> {
+        self.revisions.iter().find(|r| r.name == name).map(|r| &r.spec)
+    }
+
+    /// The revision that was current before the current one: the newest older than it
+    /// other than the updated one.
+    pub fn before_current(&self) -> Option<String> {
+        let current = self
+            .revisions
+            .iter()
+            .find(|r| r.name == self.rollout.current_revision)?;
+        self.revisions
+            .iter()
+            .filter(|r| r.number < current.number && r.name != self.rollout.updated_revision)
+            .max_by_key(|r| r.number)
+            .map(|r| r.name.clone())
+    }
 }
 
 /// The revisions of one definition.
@@ -99,36 +132,44 @@ impl Revisions {
                 name: name.clone(),
                 source,
             })?;
+            let rollout = object
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(labels::ROLLOUT))
+                .and_then(|text| serde_json::from_str(text).ok());
             kept.push(Revision {
                 name,
                 number: object.revision.unwrap_or_default(),
                 spec,
+                rollout,
             });
         }
         kept.sort_by_key(|r| r.number);
         Ok(kept)
     }
 
-    /// Keeps `spec` as a revision unless one holds it already, then cuts the history to
-    /// `limit` (5 unless set) newest revisions plus those named in `keep`. Returns the
-    /// revision that holds `spec`. Writes nothing when the revision exists and the
-    /// history is within its limit.
+    /// Keeps `spec` as the newest revision and says where the rollout to it stands: a new
+    /// revision begins a rollout from where the one before stood, an existing one keeps
+    /// its own ([`crate::rollout::begin`]), and that state is saved on the revision. Then
+    /// cuts the history to `limit` (5 unless set) newest revisions, keeping every one the
+    /// rollout serves. Writes nothing when the revision is the newest already, its state
+    /// unchanged and the history within its limit (a restart).
     ///
     /// # Errors
     ///
-    /// A list, create or delete the API server refuses or does not answer.
-    pub async fn record(
-        &self,
-        spec: &OperatorDefinitionSpec,
-        limit: Option<u32>,
-        keep: &[String],
-    ) -> Result<Revision, RevisionError> {
+    /// A list, get, create, patch or delete the API server refuses or does not answer.
+    pub async fn keep(&self, spec: &OperatorDefinitionSpec, now: &str) -> Result<Kept, RevisionError> {
         let hash = revision_hash(spec);
         let mut kept = self.list().await?;
+        let before = kept.last().and_then(|r| r.rollout.clone());
         let existing = kept.iter().find(|r| revision_hash(&r.spec) == hash).cloned();
         let newest = kept.last().map_or(0, |r| r.number);
-        let revision = match existing {
-            Some(r) if r.number == newest => r,
+        let (revision, previous) = match existing {
+            Some(r) if r.number == newest => {
+                let own = r.rollout.clone();
+                (r, own.or(before))
+            }
             // An edit back to an earlier version: it becomes the newest again, as a
             // Deployment's rollback does, so the one before it is the one it replaced.
             Some(r) => {
@@ -138,18 +179,17 @@ impl Revisions {
                     .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(self.failed("patch"))?;
-                let revision = Revision {
-                    number: patched.revision.unwrap_or_default(),
-                    ..r
-                };
-                kept.retain(|k| k.name != revision.name);
-                kept.push(revision.clone());
-                revision
+                (
+                    Revision {
+                        number: patched.revision.unwrap_or_default(),
+                        ..r
+                    },
+                    before,
+                )
             }
             None => {
-                let number = newest + 1;
                 let object: ControllerRevision =
-                    serde_json::from_value(revision_object(&self.definition, &self.namespace, spec, number))
+                    serde_json::from_value(revision_object(&self.definition, &self.namespace, spec, newest + 1))
                         .expect("a revision object is a ControllerRevision");
                 let created = match self.api.create(&PostParams::default(), &object).await {
                     Ok(created) => created,
@@ -163,14 +203,26 @@ impl Revisions {
                     name: created.name_any(),
                     number: created.revision.unwrap_or_default(),
                     spec: spec.clone(),
+                    rollout: None,
                 };
-                kept.push(revision.clone());
-                revision
+                (revision, before)
             }
         };
-        let limit = limit.unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT) as usize;
-        for old in pruned(&kept, limit, &revision.name, keep) {
-            match self.api.delete(&old, &DeleteParams::default()).await {
+        let rollout = begin(&spec.rollout, previous.as_ref(), &revision.name, now);
+        kept.retain(|k| k.name != revision.name);
+        kept.push(Revision {
+            rollout: Some(rollout.clone()),
+            ..revision.clone()
+        });
+        if revision.rollout.as_ref() != Some(&rollout) {
+            self.save(&revision.name, &rollout).await?;
+        }
+        let limit = spec.revision_history_limit.unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT) as usize;
+        let mut serving = vec![rollout.current_revision.clone(), rollout.updated_revision.clone()];
+        serving.extend(rollout.carried.iter().map(|c| c.revision.clone()));
+        let gone = pruned(&kept, limit, &serving);
+        for old in &gone {
+            match self.api.delete(old, &DeleteParams::default()).await {
                 Ok(_) => {
                     tracing::info!(definition = %self.definition, revision = %old, "revision pruned from the history")
                 }
@@ -178,19 +230,55 @@ impl Revisions {
                 Err(e) => return Err(self.failed("delete")(e)),
             }
         }
-        Ok(revision)
+        kept.retain(|k| !gone.contains(&k.name));
+        kept.sort_by_key(|r| r.number);
+        Ok(Kept {
+            rollout,
+            revisions: kept,
+        })
+    }
+
+    /// The rollout as the newest revision keeps it, when that revision holds `spec`: what a
+    /// replica that does not lead serves. None until the leader has kept it.
+    ///
+    /// # Errors
+    ///
+    /// The list is refused or fails.
+    pub async fn read(&self, spec: &OperatorDefinitionSpec) -> Result<Option<Kept>, RevisionError> {
+        let revisions = self.list().await?;
+        let hash = revision_hash(spec);
+        let rollout = revisions
+            .last()
+            .filter(|r| revision_hash(&r.spec) == hash)
+            .and_then(|r| r.rollout.clone());
+        Ok(rollout.map(|rollout| Kept { rollout, revisions }))
+    }
+
+    /// Saves where the rollout stands on revision `name` (the newest).
+    ///
+    /// # Errors
+    ///
+    /// The patch is refused or fails.
+    pub async fn save(&self, name: &str, rollout: &RolloutStatus) -> Result<(), RevisionError> {
+        let text = serde_json::to_string(rollout).expect("a rollout status is JSON");
+        let patch = serde_json::json!({"metadata": {"annotations": {labels::ROLLOUT: text}}});
+        self.api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(self.failed("patch"))?;
+        Ok(())
     }
 }
 
-/// The revisions past the history limit: all but the `limit` newest, never `current` nor
-/// one named in `keep`.
-fn pruned(kept: &[Revision], limit: usize, current: &str, keep: &[String]) -> Vec<String> {
+/// The revisions past the history limit: all but the `limit` newest, never one named in
+/// `serving`.
+fn pruned(kept: &[Revision], limit: usize, serving: &[String]) -> Vec<String> {
     let mut candidates: Vec<&Revision> = kept.iter().collect();
     candidates.sort_by_key(|r| std::cmp::Reverse(r.number));
     candidates
         .into_iter()
         .skip(limit)
-        .filter(|r| r.name != current && !keep.contains(&r.name))
+        .filter(|r| !serving.contains(&r.name))
         .map(|r| r.name.clone())
         .collect()
 }
@@ -206,19 +294,21 @@ mod tests {
             name: name.into(),
             number,
             spec,
+            rollout: None,
         }
     }
 
     #[test]
     fn the_history_keeps_the_newest_and_every_revision_a_rollout_serves() {
         let kept: Vec<Revision> = (1..=7).map(|n| revision(&format!("r{n}"), n)).collect();
-        assert_eq!(pruned(&kept, 5, "r7", &[]), ["r2", "r1"]);
-        assert_eq!(pruned(&kept, 2, "r7", &["r3".into()]), ["r5", "r4", "r2", "r1"]);
+        let serving = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(pruned(&kept, 5, &serving(&["r7"])), ["r2", "r1"]);
+        assert_eq!(pruned(&kept, 2, &serving(&["r7", "r3"])), ["r5", "r4", "r2", "r1"]);
         assert_eq!(
-            pruned(&kept, 1, "r1", &[]),
+            pruned(&kept, 1, &serving(&["r1", "r7"])),
             ["r6", "r5", "r4", "r3", "r2"],
             "the current one stays"
         );
-        assert!(pruned(&kept, 10, "r7", &[]).is_empty());
+        assert!(pruned(&kept, 10, &[]).is_empty());
     }
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::events::Events;
 use super::ledger::Ledger;
+use super::rollout::Split;
 use crate::compile::CompiledDefinition;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
@@ -53,6 +54,12 @@ pub struct Context {
     /// This member's name in a sharded ring: it reconciles only the parents labelled
     /// with it. None when Stencil runs unsharded.
     shard: Option<Arc<str>>,
+    /// Two revisions served at once, while a rollout has not finished.
+    pub(super) rollout: Option<Arc<Split>>,
+    /// Parents to look at again, outside the watches (a rollout moved them).
+    nudges: futures::channel::mpsc::UnboundedSender<ParentRef>,
+    /// Where the controller takes the nudges from, once.
+    nudged: Mutex<Option<futures::channel::mpsc::UnboundedReceiver<ParentRef>>>,
 }
 
 /// How a decorator's parents are doing, for its definition's status.
@@ -90,6 +97,7 @@ impl Context {
                 instance: None,
             },
         );
+        let (nudges, nudged) = futures::channel::mpsc::unbounded();
         Context {
             client,
             metrics,
@@ -103,7 +111,25 @@ impl Context {
             definition_label: crate::labels::label_value(&def.name),
             def,
             shard: None,
+            rollout: None,
+            nudges,
+            nudged: Mutex::new(Some(nudged)),
         }
+    }
+
+    /// The same context serving the two revisions of a rollout (none: only its own).
+    pub fn rolling(self, split: Option<Arc<Split>>) -> Self {
+        Context { rollout: split, ..self }
+    }
+
+    /// Asks for a pass of `parent`.
+    pub(super) fn nudge(&self, parent: ParentRef) {
+        let _ = self.nudges.unbounded_send(parent);
+    }
+
+    /// The nudges, for the controller to take once.
+    pub(super) fn take_nudges(&self) -> Option<futures::channel::mpsc::UnboundedReceiver<ParentRef>> {
+        self.nudged.lock().expect("nudges").take()
     }
 
     /// The same context in a Stencil that serves only `namespaces` (empty: every one).
@@ -186,7 +212,7 @@ impl Context {
     }
 
     /// The UIDs of the parents the watch holds now.
-    pub(super) fn parent_uids(&self) -> std::collections::HashSet<String> {
+    pub fn parent_uids(&self) -> std::collections::HashSet<String> {
         self.parents.scan_metadata(|m| m.uid.clone()).into_iter().collect()
     }
 

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use super::context::describe_object;
 use super::teardown::{listed_children, phases};
 use super::{Context, Operation, ReconcileError, apply};
+use crate::compile::CompiledDefinition;
 use crate::conditions::condition;
 use crate::definition::DeletionPolicy;
 use crate::labels;
@@ -108,11 +109,10 @@ pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result
 /// Whether deleting a parent needs Stencil, not only the garbage collector: there is a
 /// finalize step, a child may be orphaned (it must be stripped in time), or children
 /// depend on each other (they go in reverse dependsOn order).
-pub(super) fn teardown_needs_stencil(ctx: &Context) -> bool {
-    let default = ctx.def.spec.finalize.deletion_policy;
-    ctx.def.spec.finalize.has_step()
-        || ctx
-            .def
+pub(super) fn teardown_needs_stencil(def: &CompiledDefinition) -> bool {
+    let default = def.spec.finalize.deletion_policy;
+    def.spec.finalize.has_step()
+        || def
             .entries()
             .any(|(_, c)| c.deletion_policy.unwrap_or(default) == DeletionPolicy::Orphan || !c.depends_on.is_empty())
 }
@@ -137,13 +137,15 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     let remembered = || ctx.ledger().finalized(&me);
     let finalized = match finalized_condition(parent).or_else(remembered) {
         Some(c) => Some(c),
-        None if ctx.def.spec.finalize.has_step() && !keep_all => match step(ctx, parent, &children).await? {
-            Step::Pending(action) => return Ok(action),
-            Step::Done(c) => {
-                ctx.ledger().finish(&me, c.clone());
-                Some(c)
+        None if ctx.def_for(parent).spec.finalize.has_step() && !keep_all => {
+            match step(ctx, parent, &children).await? {
+                Step::Pending(action) => return Ok(action),
+                Step::Done(c) => {
+                    ctx.ledger().finish(&me, c.clone());
+                    Some(c)
+                }
             }
-        },
+        }
         None => None,
     };
     // The step may have created finalize children in this very pass: look again.
@@ -240,7 +242,7 @@ async fn step(
     parent: &Arc<DynamicObject>,
     children: &[Arc<DynamicObject>],
 ) -> Result<Step, ReconcileError> {
-    let seconds = ctx.def.spec.finalize.timeout_seconds;
+    let seconds = ctx.def_for(parent).spec.finalize.timeout_seconds;
     let timeout = Duration::from_secs(u64::from(seconds));
     let elapsed = since_deletion(parent);
     let (_, rendered) = super::rendering::render_off_thread(ctx, parent, children, render::render_finalize).await?;

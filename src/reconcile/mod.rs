@@ -13,6 +13,7 @@ mod pause;
 mod prune;
 mod readers;
 mod rendering;
+mod rollout;
 mod shard;
 mod status;
 mod teardown;
@@ -22,6 +23,7 @@ pub use collect::strays;
 pub use context::{Context, Decorated};
 pub use error::{Operation, ReconcileError};
 pub use finalize::release;
+pub use rollout::Split;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +107,9 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     match &result {
         Ok(_) => ctx.ledger().succeeded(&me),
         Err(e) => {
+            if !matches!(e, ReconcileError::Waiting(_)) && !e.unreachable() {
+                ctx.passed(&parent, rollout::Outcome::Failed(e.to_string()));
+            }
             ctx.metrics
                 .reconcile_errors_total
                 .get_or_create(&metrics::controller(&name))
@@ -146,7 +151,10 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
         .observe(render_started.elapsed().as_secs_f64());
     let out = match rendered {
         Ok(out) => out,
-        Err(failure) => return render_failed(ctx, parent, &parent_json, failure).await,
+        Err(failure) => {
+            ctx.passed(parent, rollout::Outcome::Failed(failure.to_string()));
+            return render_failed(ctx, parent, &parent_json, failure).await;
+        }
     };
     tracing::debug!(
         observed = observed_objects.len(),
@@ -159,8 +167,8 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     // reverse dependsOn order.
     // A decorator holds no finalizer on an object it does not own; it tracks the children
     // the garbage collector cannot remove by their labels instead ([`collect::strays`]).
-    let needs_finalizer =
-        finalize::teardown_needs_stencil(ctx) || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object));
+    let needs_finalizer = finalize::teardown_needs_stencil(&ctx.def_for(parent))
+        || out.children.iter().any(|c| !finalize::owned_by_parent(&c.object));
     if !decorator && needs_finalizer {
         finalize::ensure(ctx, parent).await?;
     }
@@ -229,6 +237,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     if message.is_empty() {
         ctx.ledger().conflict(&me, None);
         status::write(ctx, parent, &rendered_status).await?;
+        ctx.passed(parent, rollout::outcome_of(&rendered_status));
         if requeue.is_none() && out.waiting.is_empty() && !arrived {
             ctx.ledger().ended_clean(&me);
         }
@@ -240,6 +249,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
             ctx.event(parent, EventType::Warning, reason, message.clone()).await;
         }
         status::write(ctx, parent, &render::not_ready(&rendered_status, reason, &message)).await?;
+        ctx.passed(parent, rollout::Outcome::Failed(format!("{reason}: {message}")));
         if in_conflict {
             // A holder's child that goes wakes this parent through the watch; an object
             // made by hand is not watched, so it is looked at again within a minute.
@@ -363,6 +373,9 @@ pub async fn run(
     }
     for w in &ctx.lookups {
         controller = controller.reconcile_on(triggers(&ctx, w, Role::Lookup).map(stored.clone()));
+    }
+    if let Some(nudges) = ctx.take_nudges() {
+        controller = controller.reconcile_on(nudges.map(stored.clone()));
     }
     let name = ctx.def.name.clone();
     controller

@@ -81,7 +81,7 @@ pub(super) async fn render_off_thread<T: Send + 'static>(
                 scopes: &job_ctx.scopes,
                 served: &job_ctx.served,
             };
-            render(&job_ctx.def, input)
+            render(&job_ctx.def_for(&job_parent), input)
         });
         (parent_json, rendered)
     })
@@ -100,7 +100,7 @@ pub(super) async fn render_failed(
     tracing::warn!(definition = %ctx.def.name, parent = %describe(parent_json), error = %failure, "render failed");
     ctx.event(parent, EventType::Warning, "Error", failure.to_string())
         .await;
-    let status = render::failure_status(parent_json, &failure, &ctx.def.latched_conditions());
+    let status = render::failure_status(parent_json, &failure, &ctx.def_for(parent).latched_conditions());
     status::write(ctx, parent, &status).await?;
     Ok(Action::requeue(ctx.resync()))
 }
@@ -111,7 +111,7 @@ fn fetch_lookups(
     parent: &DynamicObject,
     parent_json: &Value,
 ) -> Result<BTreeMap<String, Value>, render::RenderFailure> {
-    let requests = render::lookup_requests(&ctx.def, parent_json, &ctx.scopes)?;
+    let requests = render::lookup_requests(&ctx.def_for(parent), parent_json, &ctx.scopes)?;
     let mut found = Vec::new();
     let mut reads = Vec::new();
     let mut selections = Vec::new();

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::context::{describe, describe_object};
 use super::{Context, Operation, ReconcileError, apply};
+use crate::compile::CompiledDefinition;
 use crate::definition::DeletionPolicy;
 use crate::labels;
 use crate::object_key::to_json;
@@ -19,29 +20,29 @@ use crate::render;
 
 /// The deletion policy of the child entry that produced `child`: its own, or else the
 /// definition's.
-pub(super) fn policy_of(ctx: &Context, child: &DynamicObject) -> DeletionPolicy {
+fn policy_of(def: &CompiledDefinition, child: &DynamicObject) -> DeletionPolicy {
     child
         .labels()
         .get(labels::CHILD)
-        .and_then(|name| ctx.def.entry_index(name))
-        .and_then(|i| ctx.def.entry(i).deletion_policy)
-        .unwrap_or(ctx.def.spec.finalize.deletion_policy)
+        .and_then(|name| def.entry_index(name))
+        .and_then(|i| def.entry(i).deletion_policy)
+        .unwrap_or(def.spec.finalize.deletion_policy)
 }
 
 /// Whether the garbage collector has orphaned a child of a deleted parent: the child would
 /// carry the parent's ownerReference, and it does not any more. That is what a deletion
 /// with `--cascade=orphan` does, so the child is kept even once the API server has taken
 /// the `orphan` finalizer off the parent.
-fn orphaned_by_collector(ctx: &Context, parent: &DynamicObject, child: &DynamicObject) -> bool {
-    if parent.metadata.deletion_timestamp.is_none() || ctx.def.spec.is_decorator() {
+fn orphaned_by_collector(def: &CompiledDefinition, parent: &DynamicObject, child: &DynamicObject) -> bool {
+    if parent.metadata.deletion_timestamp.is_none() || def.spec.is_decorator() {
         return false;
     }
     let ownable = parent.namespace().is_none() || parent.namespace() == child.namespace();
     let owned = child
         .labels()
         .get(labels::CHILD)
-        .and_then(|name| ctx.def.entry_index(name))
-        .is_some_and(|i| render::collected_by_garbage_collector(&ctx.def, ctx.def.entry(i)));
+        .and_then(|name| def.entry_index(name))
+        .is_some_and(|i| render::collected_by_garbage_collector(def, def.entry(i)));
     let uid = parent.uid();
     ownable && owned && !child.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
 }
@@ -93,11 +94,12 @@ pub(super) async fn phases(
     children: Vec<Arc<DynamicObject>>,
     keep_all: bool,
 ) -> Result<Vec<String>, ReconcileError> {
+    let def = ctx.def_for(parent);
     let (last, first): (Vec<_>, Vec<_>) = children.into_iter().partition(|c| {
         c.labels()
             .get(labels::CHILD)
-            .and_then(|name| ctx.def.entry_index(name))
-            .is_some_and(|i| ctx.def.is_finalize(i))
+            .and_then(|name| def.entry_index(name))
+            .is_some_and(|i| def.is_finalize(i))
     });
     let mut blocking = teardown(ctx, parent, uid, &first, keep_all).await?;
     if blocking.is_empty() {
@@ -156,8 +158,9 @@ pub(super) async fn teardown(
     } else {
         "Deleted"
     };
+    let def = ctx.def_for(parent);
     let (orphaned, deleted): (Vec<_>, Vec<_>) = children.iter().partition(|c| {
-        keep_all || policy_of(ctx, c) == DeletionPolicy::Orphan || orphaned_by_collector(ctx, parent, c)
+        keep_all || policy_of(&def, c) == DeletionPolicy::Orphan || orphaned_by_collector(&def, parent, c)
     });
     let mut errors = Vec::new();
     for child in &orphaned {
@@ -170,8 +173,7 @@ pub(super) async fn teardown(
         .filter_map(|c| c.labels().get(labels::CHILD).cloned())
         .collect();
     let held = |entry: &str| {
-        ctx.def
-            .entries()
+        def.entries()
             .any(|(_, c)| present.contains(&c.name) && c.depends_on.iter().any(|d| d == entry))
     };
     let mut blocking = Vec::new();

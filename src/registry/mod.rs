@@ -4,6 +4,7 @@
 //! report goes through the one status task ([`status`]).
 
 mod release;
+mod rollout;
 pub mod shell;
 pub mod state;
 pub mod status;

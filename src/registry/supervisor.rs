@@ -12,6 +12,7 @@ use futures::future::{BoxFuture, Shared};
 use tokio::sync::watch;
 
 use super::release::release_parents;
+use super::rollout::{self, Driver, Prepared};
 use super::shell::{Shell, resolve};
 use super::state::{Effect, ParentKind, parent_kind};
 use super::status::Report;
@@ -133,30 +134,6 @@ impl Supervisor {
     }
 }
 
-/// Keeps the definition's revision in Stencil's namespace, once this process leads, and
-/// reports where its rollout stands. A revision that cannot be kept is reported; the
-/// definition serves on.
-fn keep_revision(shell: &Shell, origin: &Origin, def: &Arc<CompiledDefinition>) -> Option<crate::tasks::Owned<()>> {
-    let home = shell.home.clone()?;
-    let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
-    let leadership = shell.leadership.clone();
-    Some(crate::tasks::Owned::spawn(async move {
-        leadership.wait().await;
-        let revisions = crate::revisions::Revisions::new(&client, &home, &def.name);
-        match revisions.record(&def.spec, def.spec.revision_history_limit, &[]).await {
-            Ok(revision) => {
-                let now = crate::conditions::now();
-                let rollout = crate::rollout::begin(&def.spec.rollout, None, &revision.name, &now);
-                reports.send(&origin, Report::Rollout(rollout));
-            }
-            Err(e) => {
-                let message = format!("{e}; the definition serves on, without its revision history");
-                reports.send(&origin, Report::RevisionFailed { message });
-            }
-        }
-    }))
-}
-
 /// Waits until `stop` is set.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     while !*stop.borrow() {
@@ -269,14 +246,20 @@ async fn serve(
             }
         })
     });
-    let _revision = refused
-        .is_none()
-        .then(|| keep_revision(&shell, &origin, &def))
-        .flatten();
+    // The revisions, and the rollout between them, before any parent is served.
+    let prepared = match refused {
+        None => until_ready(&shell, &origin, &stop, || rollout::prepare(&shell, &origin, &def)).await,
+        Some(_) => Some(Prepared::One),
+    };
+    let Some(prepared) = prepared else { return };
     let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
         return;
     };
-    let ctx = Arc::new(ctx);
+    let ctx = Arc::new(match prepared {
+        Prepared::One => ctx,
+        Prepared::Two(split) => ctx.rolling(Some(split)),
+    });
+    let driver = Driver::new(&shell, &origin, &def, &ctx);
     let mut watched: Vec<String> = ctx.watched().map(|w| w.gvk.to_string()).collect();
     watched.sort();
     watched.dedup();
@@ -308,8 +291,16 @@ async fn serve(
             shell.reports.send(&origin, report);
             last = Some(now);
         }
-        if !pause(&stop, Duration::from_secs(5)).await {
+        let tick = if driver.is_some() {
+            rollout::TICK
+        } else {
+            Duration::from_secs(5)
+        };
+        if !pause(&stop, tick).await {
             break;
+        }
+        if let Some(driver) = &driver {
+            driver.tick(&shell, &ctx).await;
         }
         ctx.sweep();
         reconcile::strays(&ctx).await;

@@ -60,6 +60,10 @@ pub const RING: &str = "stencil.dev/ring";
 /// Annotation on a definition's `ControllerRevision`: the hash of the spec it holds.
 pub const REVISION_HASH: &str = "stencil.dev/revision-hash";
 
+/// Annotation on a definition's newest `ControllerRevision`: where its rollout stands,
+/// as JSON.
+pub const ROLLOUT: &str = "stencil.dev/rollout";
+
 /// Annotation that stops every write for a parent, or for every parent of a definition,
 /// while it is `"true"`.
 pub const PAUSED: &str = "stencil.dev/paused";

@@ -156,15 +156,6 @@ pub(crate) fn check(
             None,
         );
     }
-    if spec.rollout.strategy == crate::definition::RolloutStrategy::Canary {
-        report(
-            Field::Rollout,
-            CompileError::Invalid(
-                "rollout: strategy Canary is not served by this version of Stencil; use Immediate".into(),
-            ),
-            None,
-        );
-    }
     if spec.finalize.timeout_seconds == 0 {
         report(
             Field::FinalizeUntil,

@@ -1,0 +1,292 @@
+//! Canary rollouts of a definition edit against the rig, over 50 parents with steps of
+//! 20 and 100 percent: the first step moves the deterministic 20 percent (the same set
+//! across a restart of Stencil during the pause), then every parent; an edit whose new
+//! child never becomes ready fails at the first step and rolls the moved parents back,
+//! with zero writes to the others; an edit during a rollout supersedes it.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::{Stencil, TestNamespace, child, client, definition, start_stencil_options, unique_group, wait_for};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use stencil::definition::{OperatorDefinition, RolloutPhase};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+const PARENTS: usize = 50;
+
+/// The child, carrying the definition's version.
+fn versioned(version: &str) -> String {
+    child(
+        "cm",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ parent.metadata.name }}}}-cm\ndata:\n  version: \"{version}\""
+        ),
+    )
+}
+
+/// A second child whose readiness rule never holds.
+fn never_ready() -> String {
+    let gate = child(
+        "gate",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-gate\ndata:\n  open: \"no\"",
+    );
+    format!("{gate}      readyWhen: \"$.data.never\"\n")
+}
+
+struct World {
+    home: TestNamespace,
+    _ns: TestNamespace,
+    group: String,
+    dir: tempfile::TempDir,
+    rollout: String,
+    widgets: Api<DynamicObject>,
+    configmaps: Api<ConfigMap>,
+}
+
+impl World {
+    /// 50 Ready parents of a definition with `rollout` (its YAML, indented for the spec)
+    /// at version 1, and the Stencil serving them.
+    async fn new(rollout: &str) -> (World, Stencil) {
+        let client = client().await;
+        let group = unique_group();
+        let ns = TestNamespace::new(&client, "roll").await;
+        let gvk = GroupVersionKind::gvk(&group, "v1", "Widget");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "widgets");
+        let world = World {
+            home: TestNamespace::new(&client, "home").await,
+            widgets: Api::namespaced_with(client.clone(), &ns.name, &ar),
+            configmaps: Api::namespaced(client.clone(), &ns.name),
+            _ns: ns,
+            group,
+            dir: tempfile::tempdir().unwrap(),
+            rollout: rollout.to_string(),
+        };
+        world.write(&versioned("1"));
+        let stencil = world.start().await;
+        common::wait_established(&client, &format!("widgets.{}", world.group)).await;
+        for i in 0..PARENTS {
+            let obj: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{}/v1", world.group),
+                "kind": "Widget", "metadata": {"name": format!("w{i:02}")}, "spec": {}}))
+            .unwrap();
+            common::create_when_served(&world.widgets, &obj).await;
+        }
+        world
+            .wait_versions("every parent at version 1", |v| v.values().all(|v| v == "1"))
+            .await;
+        (world, stencil)
+    }
+
+    fn write(&self, children: &str) {
+        let text = definition(&self.group, children, &self.rollout);
+        std::fs::write(self.dir.path().join("widgets.yaml"), text).unwrap();
+    }
+
+    async fn start(&self) -> Stencil {
+        start_stencil_options(stencil::runtime::Options {
+            definitions: vec![self.dir.path().to_path_buf()],
+            cluster_definitions: false,
+            concurrency: 8,
+            home: Some(self.home.name.clone()),
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Each parent's child version, by parent name (absent children left out).
+    async fn versions(&self) -> std::collections::BTreeMap<String, String> {
+        let list = self.configmaps.list(&ListParams::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .filter_map(|cm| {
+                let parent = cm.name_any().strip_suffix("-cm")?.to_string();
+                Some((parent, cm.data?.get("version")?.clone()))
+            })
+            .collect()
+    }
+
+    async fn wait_versions(
+        &self,
+        what: &str,
+        check: impl Fn(&std::collections::BTreeMap<String, String>) -> bool,
+    ) -> std::collections::BTreeMap<String, String> {
+        wait_for(what, TIMEOUT, || async {
+            let v = self.versions().await;
+            (v.len() == PARENTS && check(&v)).then_some(v)
+        })
+        .await
+    }
+
+    /// The parents the first step of a rollout to the newest revision moves, by name:
+    /// the deterministic 20 percent.
+    async fn first_step(&self, percent: u8) -> BTreeSet<String> {
+        let revision = self.newest_revision().await;
+        let parents = self.widgets.list(&ListParams::default()).await.unwrap();
+        parents
+            .items
+            .iter()
+            .filter(|p| stencil::rollout::chosen(&revision, &p.uid().unwrap(), percent))
+            .map(|p| p.name_any())
+            .collect()
+    }
+
+    /// The name of the definition's newest revision, once Stencil has kept it.
+    async fn newest_revision(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("widgets.yaml")).unwrap();
+        let def: OperatorDefinition = stencil::yaml::document(&text).unwrap();
+        let name = format!("widgets.{}", self.group);
+        stencil::rollout::revision_name(&name, &stencil::rollout::revision_hash(&def.spec))
+    }
+
+    /// The rollout as the newest revision keeps it.
+    async fn rollout_state(&self) -> Option<stencil::definition::RolloutStatus> {
+        let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+            Api::namespaced(client().await, &self.home.name);
+        let newest = revisions.get_opt(&self.newest_revision().await).await.ok()??;
+        serde_json::from_str(newest.annotations().get("stencil.dev/rollout")?).ok()
+    }
+
+    async fn wait_phase(&self, phase: RolloutPhase) -> stencil::definition::RolloutStatus {
+        wait_for(&format!("the rollout {phase:?}"), TIMEOUT, || async {
+            self.rollout_state().await.filter(|s| s.phase == phase)
+        })
+        .await
+    }
+}
+
+/// Writes recorded for the children of parents not in `moved`.
+fn writes_outside(stencil: &Stencil, moved: &BTreeSet<String>) -> Vec<String> {
+    stencil
+        .take_writes()
+        .into_iter()
+        .filter(|w| w.contains("/configmaps/") || w.contains("/widgets/"))
+        .filter(|w| {
+            let path = w.split('?').next().unwrap_or_default();
+            let object = path.rsplit('/').find(|s| *s != "status").unwrap_or_default();
+            let parent = object
+                .strip_suffix("-cm")
+                .or(object.strip_suffix("-gate"))
+                .unwrap_or(object);
+            !moved.contains(parent)
+        })
+        .collect()
+}
+
+const STEPS: &str = "  rollout:\n    strategy: Canary\n    steps:\n      - percent: 20\n        pauseSeconds: 30\n      - percent: 100\n";
+
+#[tokio::test]
+async fn an_edit_moves_the_same_first_fifth_across_a_restart_then_every_parent() {
+    let (w, stencil) = World::new(STEPS).await;
+    stencil.take_writes();
+    w.write(&versioned("2"));
+    let first = w.first_step(20).await;
+    assert!((3..=18).contains(&first.len()), "20 % of 50 chose {}", first.len());
+    let moved = w
+        .wait_versions("the first step at version 2", |v| {
+            v.iter().filter(|(_, v)| *v == "2").count() == first.len()
+        })
+        .await;
+    let on_two: BTreeSet<String> = moved
+        .iter()
+        .filter(|(_, v)| *v == "2")
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(on_two, first, "the first step moves the deterministic share");
+    let state = w.wait_phase(RolloutPhase::Progressing).await;
+    assert_eq!((state.step, state.percent), (0, 20));
+    assert_eq!(
+        writes_outside(&stencil, &first),
+        Vec::<String>::new(),
+        "writes for parents not moved"
+    );
+
+    // A restart during the pause keeps the same parents on each revision.
+    drop(stencil);
+    let stencil = w.start().await;
+    wait_for("the restarted Stencil to look at every parent", TIMEOUT, || async {
+        (stencil.reconciles() >= PARENTS as u64).then_some(())
+    })
+    .await;
+    let state = w.rollout_state().await.unwrap();
+    assert_eq!(
+        (state.phase, state.step),
+        (RolloutPhase::Progressing, 0),
+        "still in the pause"
+    );
+    assert_eq!(
+        w.versions().await,
+        moved,
+        "the same parents on each revision after the restart"
+    );
+    w.wait_versions("every parent at version 2", |v| v.values().all(|v| v == "2"))
+        .await;
+    let done = w.wait_phase(RolloutPhase::Complete).await;
+    assert_eq!(done.current_revision, w.newest_revision().await);
+    drop(stencil);
+}
+
+#[tokio::test]
+async fn an_edit_whose_child_never_becomes_ready_rolls_the_first_step_back() {
+    let steps = STEPS.replace("pauseSeconds: 30", "pauseSeconds: 0") + "    progressDeadlineSeconds: 8\n";
+    let (w, stencil) = World::new(&steps).await;
+    stencil.take_writes();
+    w.write(&(versioned("2") + &never_ready()));
+    let first = w.first_step(20).await;
+    w.wait_versions("the first step at version 2", |v| {
+        v.iter().filter(|(_, v)| *v == "2").count() == first.len()
+    })
+    .await;
+    let failed = w.wait_phase(RolloutPhase::RolledBack).await;
+    let message = failed.message.unwrap_or_default();
+    assert!(message.contains("not Ready 8s after the step moved it"), "{message}");
+    assert!(
+        first.iter().any(|p| message.contains(p.as_str())),
+        "names a moved parent: {message}"
+    );
+    w.wait_versions("the moved parents back at version 1", |v| v.values().all(|v| v == "1"))
+        .await;
+    wait_for("the never-ready children pruned", TIMEOUT, || async {
+        let all = w.configmaps.list(&ListParams::default()).await.ok()?;
+        (!all.items.iter().any(|c| c.name_any().ends_with("-gate"))).then_some(())
+    })
+    .await;
+    assert_eq!(
+        writes_outside(&stencil, &first),
+        Vec::<String>::new(),
+        "writes for parents not moved"
+    );
+}
+
+#[tokio::test]
+async fn an_edit_during_a_rollout_supersedes_it() {
+    let steps = STEPS.replace("pauseSeconds: 30", "pauseSeconds: 600");
+    let (w, _stencil) = World::new(&steps).await;
+    w.write(&versioned("2"));
+    let on_two = w.first_step(20).await;
+    w.wait_versions("the first step at version 2", |v| {
+        v.iter().filter(|(_, v)| *v == "2").count() == on_two.len()
+    })
+    .await;
+    w.write(&versioned("3"));
+    let on_three = w.first_step(20).await;
+    let moved: BTreeSet<String> = on_two.union(&on_three).cloned().collect();
+    let versions = w
+        .wait_versions("the new first step at version 3", |v| {
+            v.iter().filter(|(_, v)| *v == "3").count() == moved.len()
+        })
+        .await;
+    for (parent, version) in &versions {
+        let expected = if moved.contains(parent) { "3" } else { "1" };
+        assert_eq!(
+            version, expected,
+            "{parent}: the abandoned revision's parents move with the first step"
+        );
+    }
+    let state = w.wait_phase(RolloutPhase::Progressing).await;
+    assert_eq!(state.carried.len(), 1, "{state:?}");
+}
