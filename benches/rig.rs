@@ -4,8 +4,9 @@
 //! writes; B2 against a watching plain client ([`floor`]); convergence of children that
 //! need no controller manager (B1b, [`lite`]); B1b's and B4's parents over three sharded
 //! replicas ([`shard`]); then a decorator and a selector lookup (B8, B9, [`decorate`])
-//! and conversion through the webhook (B10, [`convert`]). BENCH_PART=b1b, shard,
-//! decorate or convert runs that part alone. Sizes come from BENCH_N,
+//! and conversion through the webhook (B10, [`convert`]); a canary rollout of an edit
+//! over B1b's parents (B11, [`rollout`]). BENCH_PART=b1b, shard, rollout, decorate or
+//! convert runs that part alone. Sizes come from BENCH_N,
 //! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results go to
 //! stdout, target/bench/results.md and target/bench/results.json.
 
@@ -17,6 +18,8 @@ mod decorate;
 mod floor;
 #[path = "rig/lite.rs"]
 mod lite;
+#[path = "rig/rollout.rs"]
+mod rollout;
 #[path = "rig/shard.rs"]
 mod shard;
 
@@ -761,7 +764,7 @@ async fn main() {
     // BENCH_PART=decorate runs B8 and B9 alone, and BENCH_PART=convert B10 alone,
     // keeping the other figures of the last run.
     let part = std::env::var("BENCH_PART").unwrap_or_default();
-    if ["b1b", "decorate", "convert", "shard"].contains(&part.as_str()) {
+    if ["b1b", "decorate", "convert", "shard", "rollout"].contains(&part.as_str()) {
         let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
         let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
         for (k, v) in saved {
@@ -772,6 +775,8 @@ async fn main() {
             lite::run(&client, dir.path(), n, &mut results).await;
         } else if part == "shard" {
             shard::run(&client, dir.path(), n, &mut results).await;
+        } else if part == "rollout" {
+            rollout::run(&client, dir.path(), n, &mut results).await;
         } else if part == "decorate" {
             let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
             decorate::run(&client, dir.path(), (others, samples, n), &mut results).await;
@@ -909,6 +914,8 @@ async fn main() {
     lite::run(&client, dir.path(), n, &mut results).await;
     save(&results);
     shard::run(&client, dir.path(), n, &mut results).await;
+    save(&results);
+    rollout::run(&client, dir.path(), n, &mut results).await;
     save(&results);
 
     let others = env_or("BENCH_DECORATE_OTHERS", 10_000) as usize;
@@ -1101,6 +1108,27 @@ fn report(r: &BTreeMap<&str, Value>) {
         (
             "Sharding, B1b's Lite over three replicas",
             shard_row(r, "b1b_"),
+            String::new(),
+            String::new(),
+            "",
+        ),
+        (
+            "B11 canary rollout of an edit, steps 10 / 50 / 100 % without pauses",
+            format!(
+                "{} parents: steps {} s, {:.1} s in all; {:.0} writes ({:.2} per parent: 2 children and an event each, and the revision's own)",
+                f("rollout_n"),
+                r.get("rollout_step_s")
+                    .and_then(Value::as_array)
+                    .map(|s| s
+                        .iter()
+                        .map(|t| format!("{:.1}", t.as_f64().unwrap_or(f64::NAN)))
+                        .collect::<Vec<_>>()
+                        .join(" / "))
+                    .unwrap_or_default(),
+                f("rollout_total_s"),
+                f("rollout_writes"),
+                f("rollout_writes_per_parent")
+            ),
             String::new(),
             String::new(),
             "",

@@ -53,12 +53,53 @@ pub enum Command {
     /// Convert parents to another version of their CRD offline, as the conversion
     /// webhook would; exits 1 when a round trip back would lose a field.
     Convert(ConvertArgs),
+    /// Show or steer a definition's rollout on the cluster, as `kubectl rollout` does:
+    /// exit 0 on success, 1 on a failed rollout, a refused command or a timeout.
+    Rollout {
+        /// What to do.
+        #[command(subcommand)]
+        action: RolloutAction,
+    },
     /// Print the Argo CD health checks (`argocd-cm` data) for the definitions' parent kinds.
     Argocd {
         /// Definition files or directories.
         #[arg(long = "definitions", required = true)]
         definitions: Vec<PathBuf>,
     },
+}
+
+/// `stencil rollout` actions.
+#[derive(Debug, Subcommand)]
+pub enum RolloutAction {
+    /// Wait until the rollout completes (exit 0) or fails (exit 1), printing each step.
+    Status {
+        /// The definition.
+        #[command(flatten)]
+        target: RolloutTarget,
+        /// Give up after this long (exit 1); 0 waits for ever.
+        #[arg(long, default_value = "0s", value_parser = seconds)]
+        timeout: std::time::Duration,
+    },
+    /// Go to the next step now, whatever its pause; resumes a paused rollout.
+    Promote(RolloutTarget),
+    /// Hold the rollout at its step.
+    Pause(RolloutTarget),
+    /// Let a paused rollout go on; its step starts again.
+    Resume(RolloutTarget),
+    /// Return every parent to the revision before: the current one during a rollout, the
+    /// one before it after.
+    Undo(RolloutTarget),
+}
+
+/// Which definition's rollout.
+#[derive(Debug, clap::Args)]
+pub struct RolloutTarget {
+    /// The definition's name (`metadata.name`).
+    pub definition: String,
+    /// Stencil's namespace, where it keeps revisions (default: $POD_NAMESPACE, else the
+    /// kubeconfig's namespace).
+    #[arg(long)]
+    pub stencil_namespace: Option<String>,
 }
 
 /// Arguments of `stencil new`.

@@ -46,6 +46,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Diff(args) => Ok(commands::diff(&args)),
         Command::Convert(args) => commands::convert(&args),
         Command::Argocd { definitions } => commands::argocd(&definitions),
+        Command::Rollout { action } => commands::rollout::run(&action),
     }
 }
 

@@ -215,7 +215,7 @@ impl Revisions {
             ..revision.clone()
         });
         if revision.rollout.as_ref() != Some(&rollout) {
-            self.save(&revision.name, &rollout).await?;
+            self.save(&revision.name, &rollout, None).await?;
         }
         let limit = spec.revision_history_limit.unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT) as usize;
         let mut serving = vec![rollout.current_revision.clone(), rollout.updated_revision.clone()];
@@ -254,14 +254,36 @@ impl Revisions {
         Ok(rollout.map(|rollout| Kept { rollout, revisions }))
     }
 
-    /// Saves where the rollout stands on revision `name` (the newest).
+    /// Where the rollout stands as revision `name` (the newest) keeps it, with the
+    /// revision's resourceVersion; none when the revision or its state is missing.
     ///
     /// # Errors
     ///
-    /// The patch is refused or fails.
-    pub async fn save(&self, name: &str, rollout: &RolloutStatus) -> Result<(), RevisionError> {
+    /// The read is refused or fails.
+    pub async fn saved(&self, name: &str) -> Result<Option<(RolloutStatus, String)>, RevisionError> {
+        let Some(object) = self.api.get_opt(name).await.map_err(self.failed("get"))? else {
+            return Ok(None);
+        };
+        let version = object.resource_version().unwrap_or_default();
+        let state = object
+            .annotations()
+            .get(labels::ROLLOUT)
+            .and_then(|text| serde_json::from_str(text).ok());
+        Ok(state.map(|s| (s, version)))
+    }
+
+    /// Saves where the rollout stands on revision `name` (the newest); with `version`,
+    /// only if the revision is still at that resourceVersion (nobody saved meanwhile).
+    ///
+    /// # Errors
+    ///
+    /// The patch is refused or fails; a revision changed since `version` is a 409.
+    pub async fn save(&self, name: &str, rollout: &RolloutStatus, version: Option<&str>) -> Result<(), RevisionError> {
         let text = serde_json::to_string(rollout).expect("a rollout status is JSON");
-        let patch = serde_json::json!({"metadata": {"annotations": {labels::ROLLOUT: text}}});
+        let mut patch = serde_json::json!({"metadata": {"annotations": {labels::ROLLOUT: text}}});
+        if let Some(version) = version {
+            patch["metadata"]["resourceVersion"] = version.into();
+        }
         self.api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -41,7 +41,7 @@ fn never_ready() -> String {
 
 struct World {
     home: TestNamespace,
-    _ns: TestNamespace,
+    ns: TestNamespace,
     group: String,
     dir: tempfile::TempDir,
     rollout: String,
@@ -62,7 +62,7 @@ impl World {
             home: TestNamespace::new(&client, "home").await,
             widgets: Api::namespaced_with(client.clone(), &ns.name, &ar),
             configmaps: Api::namespaced(client.clone(), &ns.name),
-            _ns: ns,
+            ns,
             group,
             dir: tempfile::tempdir().unwrap(),
             rollout: rollout.to_string(),
@@ -80,6 +80,10 @@ impl World {
             .wait_versions("every parent at version 1", |v| v.values().all(|v| v == "1"))
             .await;
         (world, stencil)
+    }
+
+    fn widgets_namespace(&self) -> String {
+        self.ns.name.clone()
     }
 
     fn write(&self, children: &str) {
@@ -182,10 +186,35 @@ const STEPS: &str = "  rollout:\n    strategy: Canary\n    steps:\n      - perce
 #[tokio::test]
 async fn an_edit_moves_the_same_first_fifth_across_a_restart_then_every_parent() {
     let (w, stencil) = World::new(STEPS).await;
+    // `stencil diff` names the parents the first step of the edit would move.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let edited = elsewhere.path().join("widgets.yaml");
+    std::fs::write(&edited, definition(&w.group, &versioned("2"), &w.rollout)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+        .args([
+            "diff",
+            "--namespace",
+            &w.widgets_namespace(),
+            "--output",
+            "json",
+            "--definition",
+        ])
+        .arg(&edited)
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     stencil.take_writes();
     w.write(&versioned("2"));
     let first = w.first_step(20).await;
     assert!((3..=18).contains(&first.len()), "20 % of 50 chose {}", first.len());
+    let named: BTreeSet<String> = report["firstStep"]["parents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(named, first, "stencil diff names the first step's parents");
     let moved = w
         .wait_versions("the first step at version 2", |v| {
             v.iter().filter(|(_, v)| *v == "2").count() == first.len()
@@ -289,4 +318,77 @@ async fn an_edit_during_a_rollout_supersedes_it() {
     }
     let state = w.wait_phase(RolloutPhase::Progressing).await;
     assert_eq!(state.carried.len(), 1, "{state:?}");
+}
+
+/// Runs `stencil rollout <args>` against the rig, off the test's runtime (which also runs
+/// the Stencil under test); its exit code and output.
+async fn rollout(args: &[&str]) -> (i32, String) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+            .arg("rollout")
+            .args(&args)
+            .env("KUBECONFIG", common::kubeconfig_path())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn promote_skips_the_pause_and_undo_returns_every_parent() {
+    let steps = STEPS.replace("pauseSeconds: 30", "pauseSeconds: 600");
+    let (w, _stencil) = World::new(&steps).await;
+    let name = format!("widgets.{}", w.group);
+    let home = w.home.name.clone();
+    let at = |action: &'static str| {
+        let (name, home) = (name.clone(), home.clone());
+        async move { rollout(&[action, &name, "--stencil-namespace", &home]).await }
+    };
+    w.write(&versioned("2"));
+    let first = w.first_step(20).await;
+    w.wait_versions("the first step at version 2", |v| {
+        v.iter().filter(|(_, v)| *v == "2").count() == first.len()
+    })
+    .await;
+    w.wait_phase(RolloutPhase::Progressing).await;
+    let (code, text) = rollout(&["status", &name, "--stencil-namespace", &home, "--timeout", "1s"]).await;
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!("{} of {PARENTS} parents", first.len())),
+        "{text}"
+    );
+    assert!(text.contains("timed out waiting for the condition"), "{text}");
+
+    let (code, text) = at("promote").await;
+    assert_eq!(
+        (code, text.trim()),
+        (0, format!("definition \"{name}\" promoted").as_str())
+    );
+    w.wait_versions("every parent at version 2 after promote", |v| {
+        v.values().all(|v| v == "2")
+    })
+    .await;
+    let (code, text) = rollout(&["status", &name, "--stencil-namespace", &home, "--timeout", "60s"]).await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("successfully rolled out"), "{text}");
+    let (code, text) = at("promote").await;
+    assert_eq!(code, 1, "nothing to promote: {text}");
+
+    let (code, text) = at("undo").await;
+    assert_eq!(code, 0, "{text}");
+    w.wait_versions("every parent back at version 1 after undo", |v| {
+        v.values().all(|v| v == "1")
+    })
+    .await;
+    let (code, text) = rollout(&["status", &name, "--stencil-namespace", &home, "--timeout", "60s"]).await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("rolled back"), "{text}");
 }

@@ -82,16 +82,20 @@ const DIFF_CONCURRENCY: usize = 16;
 /// `stencil diff`, with kubectl diff's exit codes: 0 no change, 1 changes, 2 an error.
 pub fn diff(args: &DiffArgs) -> ExitCode {
     match block_on(diff_parents(args)).and_then(|r| r) {
-        Ok((crd, diffs)) => {
+        Ok((crd, diffs, first_step)) => {
             let summary = live::diff::Summary::of(&diffs);
             match args.output {
                 DiffFormat::Json => {
-                    let report = serde_json::json!({"crd": crd, "parents": diffs, "summary": summary});
+                    let report =
+                        serde_json::json!({"crd": crd, "firstStep": first_step, "parents": diffs, "summary": summary});
                     println!("{report:#}");
                 }
                 DiffFormat::Text => {
                     if let Some(c) = &crd {
                         println!("{}", c.line());
+                    }
+                    if let Some(step) = &first_step {
+                        println!("{}", step.text());
                     }
                     print!("{}", live::diff::text(&diffs));
                 }
@@ -200,14 +204,71 @@ async fn crd_diff(client: &kube::Client, def: &stencil::compile::CompiledDefinit
     }))
 }
 
-async fn diff_parents(args: &DiffArgs) -> Result<(Option<CrdDiff>, Vec<live::diff::ParentDiff>)> {
+/// The parents the first step of a canary rollout of the definition would move.
+#[derive(serde::Serialize)]
+struct FirstStep {
+    /// The revision the edit would be.
+    revision: String,
+    /// The first step's share, in percent.
+    percent: u8,
+    /// The parents it would move, as `Kind namespace/name`.
+    parents: Vec<String>,
+    /// Every parent compared.
+    of: usize,
+}
+
+impl FirstStep {
+    /// With a Canary strategy, which of `parents` the first step moves.
+    fn of(def: &stencil::compile::CompiledDefinition, parents: &[Value]) -> Option<FirstStep> {
+        let percent = def.spec.rollout.effective_steps().first()?.percent;
+        let revision = stencil::rollout::revision_name(&def.name, &stencil::rollout::revision_hash(&def.spec));
+        let moved = parents
+            .iter()
+            .filter(|p| {
+                let uid = p.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or_default();
+                stencil::rollout::chosen(&revision, uid, percent)
+            })
+            .map(|p| {
+                let text = |path: &str| p.pointer(path).and_then(Value::as_str).unwrap_or_default();
+                match text("/metadata/namespace") {
+                    "" => format!("{} {}", text("/kind"), text("/metadata/name")),
+                    ns => format!("{} {ns}/{}", text("/kind"), text("/metadata/name")),
+                }
+            })
+            .collect();
+        Some(FirstStep {
+            revision,
+            percent,
+            parents: moved,
+            of: parents.len(),
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut text = format!(
+            "rollout: Canary; the first step ({} %) would move {} of {} parents to revision {} (parents another rollout moved go too):",
+            self.percent,
+            self.parents.len(),
+            self.of,
+            self.revision
+        );
+        for p in &self.parents {
+            text.push_str(&format!("\n  {p}"));
+        }
+        text
+    }
+}
+
+type Compared = (Option<CrdDiff>, Vec<live::diff::ParentDiff>, Option<FirstStep>);
+
+async fn diff_parents(args: &DiffArgs) -> Result<Compared> {
     let (_, def) = super::load_one(&args.definition, args.name.as_deref())?;
     let def = &def;
     let client = kube::Client::try_default().await.context("connecting to the cluster")?;
     let crd = crd_diff(&client, def).await?;
     if crd.as_ref().is_some_and(|c| c.verdict == CrdVerdict::Create) {
         // A new kind has no parents yet.
-        return Ok((crd, Vec::new()));
+        return Ok((crd, Vec::new(), None));
     }
     let kinds = live::Kinds::resolve(&client, def).await?;
     let mut params = kube::api::ListParams::default();
@@ -232,6 +293,7 @@ async fn diff_parents(args: &DiffArgs) -> Result<(Option<CrdDiff>, Vec<live::dif
                 .map(|p| live::to_value(p, &kinds.parent.resource)),
         );
     }
+    let first_step = FirstStep::of(def, &parents);
     let selector = format!("{}={}", stencil::labels::MANAGED_BY, stencil::labels::MANAGED_BY_VALUE);
     let children = kinds.children(&client, &selector).await?;
     let progress = if std::io::stderr().is_terminal() {
@@ -259,5 +321,5 @@ async fn diff_parents(args: &DiffArgs) -> Result<(Option<CrdDiff>, Vec<live::dif
     progress.finish_and_clear();
     let mut diffs = compared.into_iter().collect::<Result<Vec<_>, _>>()?;
     diffs.sort_by(|a, b| a.parent.cmp(&b.parent));
-    Ok((crd, diffs))
+    Ok((crd, diffs, first_step))
 }

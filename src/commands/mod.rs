@@ -21,6 +21,7 @@ mod argocd;
 mod cluster;
 mod golden;
 mod rbac;
+pub mod rollout;
 mod scaffold;
 pub use cluster::diff;
 

@@ -46,7 +46,7 @@ pub struct Context {
     /// The namespaces this Stencil serves (`--namespace`); empty: every namespace.
     pub served: Vec<String>,
     /// Where events on parents go.
-    events: Events,
+    pub(super) events: Events,
     /// Everything kept about each parent between passes.
     pub(super) ledger: Mutex<Ledger>,
     /// The `stencil.dev/definition` label of this definition's children.
@@ -54,7 +54,7 @@ pub struct Context {
     /// This member's name in a sharded ring: it reconciles only the parents labelled
     /// with it. None when Stencil runs unsharded.
     shard: Option<Arc<str>>,
-    /// Two revisions served at once, while a rollout has not finished.
+    /// The rollout between the definition's revisions, when Stencil keeps them.
     pub(super) rollout: Option<Arc<Split>>,
     /// Parents to look at again, outside the watches (a rollout moved them).
     nudges: futures::channel::mpsc::UnboundedSender<ParentRef>,
@@ -117,7 +117,7 @@ impl Context {
         }
     }
 
-    /// The same context serving the two revisions of a rollout (none: only its own).
+    /// The same context serving the revisions of a rollout (none: only its own).
     pub fn rolling(self, split: Option<Arc<Split>>) -> Self {
         Context { rollout: split, ..self }
     }

@@ -23,7 +23,7 @@ pub use collect::strays;
 pub use context::{Context, Decorated};
 pub use error::{Operation, ReconcileError};
 pub use finalize::release;
-pub use rollout::Split;
+pub use rollout::{Split, Stable};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,23 +1,31 @@
 //! The controller's side of a rollout: while two revisions are served, which one each
 //! parent renders; what the passes of the parents on the updated revision say of its
-//! health; and which parents to look at again when the rollout moves.
+//! health; and which parents to look at again when the rollout moves (a step, a
+//! rollback, a command).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::DynamicObject;
+use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::Context;
 use crate::compile::CompiledDefinition;
 use crate::definition::RolloutStatus;
-use crate::rollout::{Health, on_updated};
+use crate::rollout::{Health, on_updated, revision_for};
 
-/// Two revisions served at once: the current one, which parents the rollout did not move
-/// render, and the updated one (the controller's own definition).
+/// A revision served beside the updated one: its name and its definition.
+pub type Stable = (String, Arc<CompiledDefinition>);
+
+/// A definition's rollout as its controller serves it: where it stands, and while two
+/// revisions are served, the definition at the current one, which parents the rollout
+/// did not move render (the updated one is the controller's own definition).
 pub struct Split {
-    stable: Arc<CompiledDefinition>,
-    state: RwLock<RolloutStatus>,
+    /// Where the rollout stands, and the definition served for its current revision:
+    /// one lock, so no pass sees a state with the definition of another.
+    serving: RwLock<Serving>,
     /// The last pass of each parent on the updated revision, by UID.
     passes: Mutex<HashMap<String, Pass>>,
 }
@@ -31,6 +39,12 @@ pub(super) enum Outcome {
     Pending,
     /// Its render or a write failed, or a child is another's or cannot change: why.
     Failed(String),
+}
+
+struct Serving {
+    state: RolloutStatus,
+    /// The current revision's name and definition, when it is not the updated one.
+    stable: Option<Stable>,
 }
 
 #[derive(Debug, Clone)]
@@ -57,19 +71,24 @@ pub(super) fn outcome_of(status: &Value) -> Outcome {
 }
 
 impl Split {
-    /// `stable` (the definition at the current revision) served beside the controller's
-    /// own, as `state` says.
-    pub fn new(stable: Arc<CompiledDefinition>, state: RolloutStatus) -> Self {
+    /// The rollout at `state`, with `stable` (the current revision's name and definition)
+    /// when it is not the updated one.
+    pub fn new(state: RolloutStatus, stable: Option<Stable>) -> Self {
         Split {
-            stable,
-            state: RwLock::new(state),
+            serving: RwLock::new(Serving { state, stable }),
             passes: Mutex::new(HashMap::new()),
         }
     }
 
     /// Where the rollout stands.
     pub fn state(&self) -> RolloutStatus {
-        self.state.read().expect("rollout state").clone()
+        self.serving.read().expect("rollout state").state.clone()
+    }
+
+    /// The revision whose definition is served beside the updated one, if any.
+    pub fn stable_revision(&self) -> Option<String> {
+        let serving = self.serving.read().expect("rollout state");
+        serving.stable.as_ref().map(|(name, _)| name.clone())
     }
 }
 
@@ -81,20 +100,23 @@ impl Context {
     /// The definition `parent` renders: the controller's own, or while a rollout has not
     /// moved the parent, the current revision's.
     pub(super) fn def_for(&self, parent: &DynamicObject) -> Arc<CompiledDefinition> {
-        match &self.rollout {
-            Some(split) if !on_updated(&split.state.read().expect("rollout state"), uid(parent)) => {
-                split.stable.clone()
+        let stable = self.rollout.as_ref().and_then(|split| {
+            let serving = split.serving.read().expect("rollout state");
+            if on_updated(&serving.state, uid(parent)) {
+                return None;
             }
-            _ => self.def.clone(),
-        }
+            serving.stable.as_ref().map(|(_, def)| def.clone())
+        });
+        stable.unwrap_or_else(|| self.def.clone())
     }
 
     /// Records what a pass of `parent` found, when it rendered the updated revision of a
     /// rollout.
     pub(super) fn passed(&self, parent: &DynamicObject, outcome: Outcome) {
         let Some(split) = &self.rollout else { return };
-        let state = split.state.read().expect("rollout state");
-        if !on_updated(&state, uid(parent)) {
+        let serving = split.serving.read().expect("rollout state");
+        let state = &serving.state;
+        if !on_updated(state, uid(parent)) {
             return;
         }
         let mut passes = split.passes.lock().expect("rollout passes");
@@ -111,13 +133,17 @@ impl Context {
         pass.outcome = outcome;
     }
 
-    /// How the parents on the updated revision are doing, while a rollout serves two.
+    /// How the parents on the updated revision are doing.
     pub fn rollout_health(&self) -> Option<Health> {
         let split = self.rollout.as_ref()?;
         let state = split.state();
         let passes = split.passes.lock().expect("rollout passes");
         let mut health = Health::default();
+        // A paused parent is held as it is: it neither moves nor fails a step.
         let moved = self.parents.scan_metadata(|m| {
+            if crate::labels::paused(m.annotations.as_ref()) {
+                return None;
+            }
             let uid = m.uid.clone()?;
             let name = match &m.namespace {
                 Some(ns) => format!(
@@ -149,21 +175,41 @@ impl Context {
         Some(health)
     }
 
-    /// Moves the rollout to `next`, and asks for a pass of every parent whose revision
-    /// changed with it.
-    pub fn move_rollout(&self, next: RolloutStatus) {
+    /// Moves the rollout to `next` (with `stable`, the definition of its current revision,
+    /// when that changes), and asks for a pass of every parent whose revision changed.
+    pub fn move_rollout(&self, next: RolloutStatus, stable: Option<Stable>) {
         let Some(split) = &self.rollout else { return };
-        let before = std::mem::replace(&mut *split.state.write().expect("rollout state"), next.clone());
+        let before = {
+            let mut serving = split.serving.write().expect("rollout state");
+            if stable.is_some() || next.current_revision == next.updated_revision {
+                serving.stable = stable;
+            }
+            std::mem::replace(&mut serving.state, next.clone())
+        };
         let changed = self.parents.scan_metadata(|m| {
             let uid = m.uid.as_deref()?;
-            (on_updated(&before, uid) != on_updated(&next, uid)).then(|| self.parents.key_of(m))
+            (revision_for(&before, uid) != revision_for(&next, uid)).then(|| self.parents.key_of(m))
         });
         for parent in changed {
             self.nudge(parent);
         }
     }
 
-    /// The rollout this controller serves, if it serves two revisions.
+    /// Publishes an event on the OperatorDefinition resource this controller serves (a
+    /// definition from a file has none to carry it: its log says the same).
+    pub async fn definition_event(&self, type_: EventType, reason: &str, note: String) {
+        let reference = ObjectReference {
+            api_version: Some("stencil.dev/v1alpha1".into()),
+            kind: Some("OperatorDefinition".into()),
+            name: Some(self.def.name.clone()),
+            ..ObjectReference::default()
+        };
+        if let Err(e) = self.events.publish(&reference, type_, reason, note).await {
+            tracing::debug!(error = %e, "could not publish event");
+        }
+    }
+
+    /// The rollout this controller serves, when Stencil keeps revisions.
     pub fn split(&self) -> Option<&Arc<Split>> {
         self.rollout.as_ref()
     }

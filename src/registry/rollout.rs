@@ -1,40 +1,35 @@
 //! The registry's side of a rollout: before a definition's controller starts, its
 //! revision is kept and the rollout to it read ([`prepare`]); while it runs, the leader
-//! moves the rollout step by step on the health of the moved parents ([`Driver`]), and a
-//! replica that does not lead follows what the leader saved.
+//! moves the rollout step by step on the health of the moved parents ([`Driver`]), and
+//! every replica follows what is saved (the leader's steps, `stencil rollout` commands).
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use kube::runtime::events::EventType;
 
 use super::shell::Shell;
 use super::status::Report;
 use crate::compile::CompiledDefinition;
 use crate::definition::{OperatorDefinition, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::metrics::{self, RevisionLabels};
-use crate::reconcile::{Context, Split};
+use crate::reconcile::{Context, Split, Stable};
 use crate::revisions::{Kept, Revisions};
 use crate::rollout::{Decision, decide, settle};
 use crate::source::Origin;
 
-/// What the controller of a definition serves: its own revision alone, or two.
-pub(super) enum Prepared {
-    /// Every parent renders the definition (no revisions kept, or the rollout complete).
-    One,
-    /// A rollout serves two revisions.
-    Two(Arc<Split>),
-}
-
 /// Keeps the definition's revision (the leader) or reads it (a replica that does not
-/// lead), and builds what the controller serves. `Err` says why it must wait: a canary
-/// definition is not served before its rollout is known, so no parent takes the edit
-/// early; an immediate one serves even when its revision cannot be kept, and says so.
+/// lead), and builds the rollout the controller serves; none when Stencil keeps no
+/// revisions. `Err` says why it must wait: a canary definition is not served before its
+/// rollout is known, so no parent takes the edit early; an immediate one serves even
+/// when its revision cannot be kept, and says so.
 pub(super) async fn prepare(
     shell: &Shell,
     origin: &Origin,
     def: &CompiledDefinition,
-) -> Result<Prepared, (&'static str, String)> {
+) -> Result<Option<Arc<Split>>, (&'static str, String)> {
     let Some(home) = &shell.home else {
-        return Ok(Prepared::One);
+        return Ok(None);
     };
     let canary = def.spec.rollout.strategy == RolloutStrategy::Canary;
     let revisions = Revisions::new(&shell.client, home, &def.name);
@@ -51,53 +46,72 @@ pub(super) async fn prepare(
                 "waiting for the leader to keep the definition's revision".into(),
             ));
         }
-        Ok(None) => return Ok(Prepared::One),
+        Ok(None) => return Ok(None),
         Err(e) if canary => return Err(("RevisionNotKept", format!("{e}; a Canary rollout waits for it"))),
         Err(e) => {
             let message = format!("{e}; the definition serves on, without its revision history");
             shell.reports.send(origin, Report::RevisionFailed { message });
-            return Ok(Prepared::One);
+            return Ok(None);
         }
     };
     shell.reports.send(origin, Report::Rollout(kept.rollout.clone()));
-    let rollout = &kept.rollout;
-    if rollout.current_revision == rollout.updated_revision {
-        return Ok(Prepared::One);
-    }
     let stable = stable(&kept, &def.name)?;
-    Ok(Prepared::Two(Arc::new(Split::new(Arc::new(stable), kept.rollout))))
+    Ok(Some(Arc::new(Split::new(kept.rollout, stable))))
 }
 
-/// The definition at the rollout's current revision.
-fn stable(kept: &Kept, name: &str) -> Result<CompiledDefinition, (&'static str, String)> {
+/// The current revision's name and definition, when it is not the updated one.
+fn stable(kept: &Kept, name: &str) -> Result<Option<Stable>, (&'static str, String)> {
     let current = &kept.rollout.current_revision;
+    if *current == kept.rollout.updated_revision {
+        return Ok(None);
+    }
     let spec = kept
         .spec(current)
         .ok_or_else(|| ("RevisionNotKept", format!("revision {current} is not kept any more")))?;
     let resource = OperatorDefinition::new(name, spec.clone());
-    crate::compile::compile_resource(&resource).map_err(|d| {
+    let def = crate::compile::compile_resource(&resource).map_err(|d| {
         (
             "RevisionInvalid",
             format!("revision {current} does not compile any more: {d}"),
         )
-    })
+    })?;
+    Ok(Some((current.clone(), Arc::new(def))))
 }
 
-/// Moves one definition's rollout: the leader decides and saves each step, a replica
-/// that does not lead reads what was saved.
+/// Moves one definition's rollout. The leader decides each step and saves it on the
+/// newest revision before any parent moves; every replica reads what is saved there, so
+/// a `stencil rollout` command, or the leader's step, reaches it.
 pub(super) struct Driver {
     revisions: Revisions,
     def: Arc<CompiledDefinition>,
     origin: Origin,
+    /// Looks so far, to read the saved state every [`IDLE_READS`]th one while nothing moves.
+    looks: std::sync::atomic::AtomicU64,
     /// The state last counted in the metrics.
     counted: std::sync::Mutex<Option<RolloutStatus>>,
+    /// The metrics' labels set so far, removed when the driver goes.
+    labels: std::sync::Mutex<Vec<RevisionLabels>>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
-/// How often a rollout looks at its moved parents.
-pub(super) const TICK: Duration = Duration::from_secs(1);
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.metrics.rollout_step.remove(&metrics::definition(&self.def.name));
+        for labels in self.labels.lock().expect("labels").iter() {
+            self.metrics.rollout_parents.remove(labels);
+        }
+    }
+}
+
+/// How often a rollout looks at its moved parents, and reads its saved state.
+const TICK: Duration = Duration::from_secs(1);
+
+/// While no rollout moves, the saved state is read every this many ticks (a command may
+/// start one moving again).
+const IDLE_READS: u64 = 5;
 
 impl Driver {
-    /// The driver of `def`'s rollout, if its controller serves two revisions.
+    /// The driver of `def`'s rollout, when Stencil keeps its revisions.
     pub(super) fn new(shell: &Shell, origin: &Origin, def: &Arc<CompiledDefinition>, ctx: &Context) -> Option<Self> {
         ctx.split()?;
         let home = shell.home.as_ref()?;
@@ -105,49 +119,114 @@ impl Driver {
             revisions: Revisions::new(&shell.client, home, &def.name),
             def: def.clone(),
             origin: origin.clone(),
+            looks: std::sync::atomic::AtomicU64::new(0),
             counted: std::sync::Mutex::new(None),
+            labels: std::sync::Mutex::new(Vec::new()),
+            metrics: shell.metrics.clone(),
         })
     }
 
-    /// One look: the leader decides the next move and, when there is one, saves it
-    /// before the parents follow; a replica that does not lead follows the saved state.
-    pub(super) async fn tick(&self, shell: &Shell, ctx: &Context) {
+    /// Looks at the rollout every [`TICK`] until the controller stops (the task is
+    /// dropped with it).
+    pub(super) async fn run(self, shell: &Shell, ctx: &Context) {
+        loop {
+            tokio::time::sleep(TICK).await;
+            self.tick(shell, ctx).await;
+        }
+    }
+
+    /// One look: what is saved is taken up when it changed (a command, or the leader's
+    /// step seen by another replica); then the leader decides the next move and, when
+    /// there is one, saves it before the parents follow.
+    async fn tick(&self, shell: &Shell, ctx: &Context) {
         let Some(split) = ctx.split() else { return };
         let state = split.state();
         let moving = matches!(state.phase, RolloutPhase::Progressing | RolloutPhase::Paused);
-        {
-            let mut counted = self.counted.lock().expect("counted");
-            if !moving && counted.as_ref() == Some(&state) {
-                // Complete or rolled back: nothing moves until the next edit.
-                return;
-            }
-            *counted = Some(state.clone());
+        let looks = self.looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !moving && !looks.is_multiple_of(IDLE_READS) {
+            return;
         }
-        self.count(shell, ctx, &state);
-        let next = if shell.leadership.now() {
-            let Some(health) = ctx.rollout_health() else { return };
-            let decision = decide(&self.def.spec.rollout, &state, &health, elapsed(&state));
-            if matches!(decision, Decision::Wait(_)) {
+        let version = match self.revisions.saved(&state.updated_revision).await {
+            Ok(Some((saved, _))) if saved != state => return self.adopt(shell, ctx, saved).await,
+            Ok(Some((_, version))) => version,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(definition = %self.def.name, error = %e, "could not read the rollout's state");
                 return;
-            }
-            let next = settle(&self.def.spec.rollout, &state, &decision, &crate::conditions::now());
-            if let Err(e) = self.revisions.save(&state.updated_revision, &next).await {
-                tracing::warn!(definition = %self.def.name, error = %e, "could not save the rollout's next step; trying again");
-                return;
-            }
-            tracing::info!(definition = %self.def.name, ?decision, "rollout moved");
-            next
-        } else {
-            match self.revisions.read(&self.def.spec).await {
-                Ok(Some(kept)) if kept.rollout != state => kept.rollout,
-                _ => return,
             }
         };
-        ctx.move_rollout(next.clone());
+        self.count(shell, ctx, &state);
+        // A paused definition holds its rollout where it is, as it holds its parents.
+        if !moving || !shell.leadership.now() || self.def.paused {
+            return;
+        }
+        let Some(health) = ctx.rollout_health() else { return };
+        let decision = decide(&self.def.spec.rollout, &state, &health, elapsed(&state));
+        if matches!(decision, Decision::Wait(_)) {
+            return;
+        }
+        let next = settle(&self.def.spec.rollout, &state, &decision, &crate::conditions::now());
+        // Saved first, only over the state just read: a command given meanwhile wins.
+        if let Err(e) = self
+            .revisions
+            .save(&state.updated_revision, &next, Some(&version))
+            .await
+        {
+            tracing::info!(definition = %self.def.name, error = %e, "the rollout's next step was not saved; looking again");
+            return;
+        }
+        tracing::info!(definition = %self.def.name, ?decision, "rollout moved");
+        if matches!(self.origin, Origin::Cluster { .. }) {
+            let (type_, reason) = match next.phase {
+                RolloutPhase::Complete => (EventType::Normal, "RolloutComplete"),
+                RolloutPhase::Progressing => (EventType::Normal, "RolloutStep"),
+                RolloutPhase::Paused => (EventType::Warning, "RolloutPaused"),
+                RolloutPhase::RolledBack => (EventType::Warning, "RolloutFailed"),
+            };
+            ctx.definition_event(type_, reason, super::status::rollout_condition(&next).1)
+                .await;
+        }
+        self.adopt(shell, ctx, next).await;
+    }
+
+    /// Serves `next`: the current revision's definition compiled when it changed, the
+    /// parents whose revision changed looked at again, the status told.
+    async fn adopt(&self, shell: &Shell, ctx: &Context, next: RolloutStatus) {
+        let Some(split) = ctx.split() else { return };
+        let changed = next.current_revision != next.updated_revision
+            && split.stable_revision().as_ref() != Some(&next.current_revision);
+        let stable = if changed {
+            let kept = self.revisions.list().await.map(|revisions| Kept {
+                rollout: next.clone(),
+                revisions,
+            });
+            match kept
+                .map_err(|e| ("RevisionNotKept", e.to_string()))
+                .and_then(|k| stable(&k, &self.def.name))
+            {
+                Ok(stable) => stable,
+                Err((_, message)) => {
+                    tracing::warn!(definition = %self.def.name, "cannot serve the rollout's current revision: {message}");
+                    return;
+                }
+            }
+        } else {
+            None
+        };
+        ctx.move_rollout(next.clone(), stable);
+        self.count(shell, ctx, &next);
         shell.reports.send(&self.origin, Report::Rollout(next));
     }
 
     fn count(&self, shell: &Shell, ctx: &Context, state: &RolloutStatus) {
+        {
+            let mut counted = self.counted.lock().expect("counted");
+            let moving = matches!(state.phase, RolloutPhase::Progressing | RolloutPhase::Paused);
+            if !moving && counted.as_ref() == Some(state) {
+                return;
+            }
+            *counted = Some(state.clone());
+        }
         let definition = metrics::definition(&self.def.name);
         let step = match state.phase {
             RolloutPhase::Progressing | RolloutPhase::Paused => i64::from(state.step) + 1,
@@ -166,6 +245,10 @@ impl Driver {
                 revision: revision.clone(),
             };
             shell.metrics.rollout_parents.get_or_create(&labels).set(n as i64);
+            let mut set = self.labels.lock().expect("labels");
+            if !set.contains(&labels) {
+                set.push(labels);
+            }
         }
     }
 }

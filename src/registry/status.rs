@@ -210,7 +210,7 @@ impl Report {
 }
 
 /// The `Rollout` condition's reason and message for a rollout.
-fn rollout_condition(rollout: &crate::definition::RolloutStatus) -> (&'static str, String) {
+pub(super) fn rollout_condition(rollout: &crate::definition::RolloutStatus) -> (&'static str, String) {
     use crate::definition::RolloutPhase;
     let why = rollout.message.as_deref().map(|m| format!(": {m}")).unwrap_or_default();
     match rollout.phase {

@@ -12,7 +12,7 @@ use futures::future::{BoxFuture, Shared};
 use tokio::sync::watch;
 
 use super::release::release_parents;
-use super::rollout::{self, Driver, Prepared};
+use super::rollout::{self, Driver};
 use super::shell::{Shell, resolve};
 use super::state::{Effect, ParentKind, parent_kind};
 use super::status::Report;
@@ -247,19 +247,19 @@ async fn serve(
         })
     });
     // The revisions, and the rollout between them, before any parent is served.
-    let prepared = match refused {
+    let split = match refused {
         None => until_ready(&shell, &origin, &stop, || rollout::prepare(&shell, &origin, &def)).await,
-        Some(_) => Some(Prepared::One),
+        Some(_) => Some(None),
     };
-    let Some(prepared) = prepared else { return };
+    let Some(split) = split else { return };
     let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
         return;
     };
-    let ctx = Arc::new(match prepared {
-        Prepared::One => ctx,
-        Prepared::Two(split) => ctx.rolling(Some(split)),
+    let ctx = Arc::new(ctx.rolling(split));
+    let _rollout = Driver::new(&shell, &origin, &def, &ctx).map(|driver| {
+        let (shell, ctx) = (shell.clone(), ctx.clone());
+        crate::tasks::Owned::spawn(async move { driver.run(&shell, &ctx).await })
     });
-    let driver = Driver::new(&shell, &origin, &def, &ctx);
     let mut watched: Vec<String> = ctx.watched().map(|w| w.gvk.to_string()).collect();
     watched.sort();
     watched.dedup();
@@ -291,16 +291,8 @@ async fn serve(
             shell.reports.send(&origin, report);
             last = Some(now);
         }
-        let tick = if driver.is_some() {
-            rollout::TICK
-        } else {
-            Duration::from_secs(5)
-        };
-        if !pause(&stop, tick).await {
+        if !pause(&stop, Duration::from_secs(5)).await {
             break;
-        }
-        if let Some(driver) = &driver {
-            driver.tick(&shell, &ctx).await;
         }
         ctx.sweep();
         reconcile::strays(&ctx).await;

@@ -10,7 +10,7 @@
 mod progress;
 mod revision;
 
-pub use progress::{Command, CommandError, Decision, Health, begin, command, decide, settle};
+pub use progress::{Command, CommandError, Decision, Health, UNDONE, begin, command, decide, settle};
 pub use revision::{REVISION_HASH_LEN, revision_hash, revision_name, revision_object};
 
 use sha2::{Digest, Sha256};

@@ -165,6 +165,10 @@ fn roll_back(status: &mut RolloutStatus) {
     status.step_started_at = None;
 }
 
+/// How the message of a rollout rolled back by `undo` begins (a failed one names a
+/// parent instead).
+pub const UNDONE: &str = "undone by `stencil rollout undo`";
+
 /// What `stencil rollout` asks of a rollout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -236,7 +240,7 @@ pub fn command(
         Command::Resume if running => Err(CommandError::NotPaused),
         Command::Undo { .. } if running => {
             let mut next = status.clone();
-            next.message = Some("undone by `stencil rollout undo`".into());
+            next.message = Some(UNDONE.into());
             roll_back(&mut next);
             Ok(next)
         }
@@ -248,10 +252,7 @@ pub fn command(
             let mut next = status.clone();
             next.updated_revision = status.current_revision.clone();
             next.current_revision = previous.to_string();
-            next.message = Some(format!(
-                "undone by `stencil rollout undo`: {} returned to {previous}",
-                status.current_revision
-            ));
+            next.message = Some(format!("{UNDONE}: {} returned to {previous}", status.current_revision));
             roll_back(&mut next);
             Ok(next)
         }
