@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::Context;
 use crate::compile::CompiledDefinition;
 use crate::definition::RolloutStatus;
-use crate::rollout::{Health, on_updated, revision_for};
+use crate::rollout::{Health, on_updated, revision_for, splits};
 
 /// A revision served beside the updated one: its name and its definition.
 pub type Stable = (String, Arc<CompiledDefinition>);
@@ -111,12 +111,12 @@ impl Context {
     }
 
     /// Records what a pass of `parent` found, when it rendered the updated revision of a
-    /// rollout.
+    /// rollout that moves (a finished one keeps nothing per parent).
     pub(super) fn passed(&self, parent: &DynamicObject, outcome: Outcome) {
         let Some(split) = &self.rollout else { return };
         let serving = split.serving.read().expect("rollout state");
         let state = &serving.state;
-        if !on_updated(state, uid(parent)) {
+        if !splits(state) || !on_updated(state, uid(parent)) {
             return;
         }
         let mut passes = split.passes.lock().expect("rollout passes");
@@ -145,14 +145,12 @@ impl Context {
                 return None;
             }
             let uid = m.uid.clone()?;
-            let name = match &m.namespace {
-                Some(ns) => format!(
-                    "{} {ns}/{}",
-                    self.def.parent.kind,
-                    m.name.as_deref().unwrap_or_default()
-                ),
-                None => format!("{} {}", self.def.parent.kind, m.name.as_deref().unwrap_or_default()),
-            };
+            let namespace = m.namespace.as_ref().map(|ns| format!("{ns}/")).unwrap_or_default();
+            let name = format!(
+                "{} {namespace}{}",
+                self.def.parent.kind,
+                m.name.as_deref().unwrap_or_default()
+            );
             on_updated(&state, &uid).then_some((uid, name))
         });
         for (uid, name) in moved {
@@ -186,6 +184,9 @@ impl Context {
             }
             std::mem::replace(&mut serving.state, next.clone())
         };
+        if !splits(&next) {
+            split.passes.lock().expect("rollout passes").clear();
+        }
         let changed = self.parents.scan_metadata(|m| {
             let uid = m.uid.as_deref()?;
             (revision_for(&before, uid) != revision_for(&next, uid)).then(|| self.parents.key_of(m))

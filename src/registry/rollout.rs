@@ -141,7 +141,7 @@ impl Driver {
     async fn tick(&self, shell: &Shell, ctx: &Context) {
         let Some(split) = ctx.split() else { return };
         let state = split.state();
-        let moving = matches!(state.phase, RolloutPhase::Progressing | RolloutPhase::Paused);
+        let moving = crate::rollout::splits(&state);
         let looks = self.looks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if !moving && !looks.is_multiple_of(IDLE_READS) {
             return;
@@ -221,8 +221,7 @@ impl Driver {
     fn count(&self, shell: &Shell, ctx: &Context, state: &RolloutStatus) {
         {
             let mut counted = self.counted.lock().expect("counted");
-            let moving = matches!(state.phase, RolloutPhase::Progressing | RolloutPhase::Paused);
-            if !moving && counted.as_ref() == Some(state) {
+            if !crate::rollout::splits(state) && counted.as_ref() == Some(state) {
                 return;
             }
             *counted = Some(state.clone());

@@ -13,6 +13,7 @@ pub mod conditions;
 pub mod convert;
 pub mod crd;
 pub mod definition;
+mod digest;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 #[cfg(test)]

@@ -13,8 +13,6 @@ mod revision;
 pub use progress::{Command, CommandError, Decision, Health, UNDONE, begin, command, decide, settle};
 pub use revision::{REVISION_HASH_LEN, revision_hash, revision_name, revision_object};
 
-use sha2::{Digest, Sha256};
-
 use crate::definition::{RolloutPhase, RolloutStatus};
 
 /// How finely parents are ranked: a percent is 100 of these.
@@ -22,12 +20,7 @@ const BUCKETS: u64 = 10_000;
 
 /// Where `uid` falls for `revision`, in `0..10_000`.
 fn bucket(revision: &str, uid: &str) -> u64 {
-    let mut hash = Sha256::new();
-    hash.update(revision.as_bytes());
-    hash.update([0]);
-    hash.update(uid.as_bytes());
-    let digest = hash.finalize();
-    u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 32 bytes")) % BUCKETS
+    crate::digest::pair(revision, uid) % BUCKETS
 }
 
 /// Whether the parent `uid` is among the first `percent` of parents for `revision`.

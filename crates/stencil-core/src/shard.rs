@@ -17,8 +17,6 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
-
 use crate::labels::{DRAIN, SHARD};
 
 /// The member that owns `uid` among `members`: the highest rendezvous score, ties going
@@ -32,12 +30,7 @@ pub fn owner<'m>(uid: &str, members: impl IntoIterator<Item = &'m str>) -> Optio
 }
 
 fn score(member: &str, uid: &str) -> u64 {
-    let mut hash = Sha256::new();
-    hash.update(member.as_bytes());
-    hash.update([0]);
-    hash.update(uid.as_bytes());
-    let digest = hash.finalize();
-    u64::from_be_bytes(digest[..8].try_into().expect("a SHA-256 digest has 32 bytes"))
+    crate::digest::pair(member, uid)
 }
 
 /// What the sharder knows of a member, from its membership Lease.
