@@ -6,7 +6,7 @@
 //! replicas ([`shard`]); then a decorator and a selector lookup (B8, B9, [`decorate`])
 //! and conversion through the webhook (B10, [`convert`]); a canary rollout of an edit
 //! over B1b's parents (B11, [`rollout`]). BENCH_PART=b1b, shard, rollout, decorate or
-//! convert runs that part alone. Sizes come from BENCH_N,
+//! convert runs that part alone; BENCH_PART=b4 runs Stencil's B1-B7 and stops there. Sizes come from BENCH_N,
 //! BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results go to
 //! stdout, target/bench/results.md and target/bench/results.json.
 
@@ -763,14 +763,13 @@ async fn main() {
     results.insert("replicas", json!(replicas));
     // BENCH_PART=decorate runs B8 and B9 alone, and BENCH_PART=convert B10 alone,
     // keeping the other figures of the last run.
+    // BENCH_PART=b4 runs Stencil's own B1-B7 (B4 at 10,000 parents without the rest).
     let part = std::env::var("BENCH_PART").unwrap_or_default();
+    if part == "b4" {
+        keep_saved(&mut results);
+    }
     if ["b1b", "decorate", "convert", "shard", "rollout"].contains(&part.as_str()) {
-        let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
-        let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
-        for (k, v) in saved {
-            // The bench is one short process; its keys live as long as it does.
-            results.entry(Box::leak(k.into_boxed_str())).or_insert(v);
-        }
+        keep_saved(&mut results);
         if part == "b1b" {
             lite::run(&client, dir.path(), n, &mut results).await;
         } else if part == "shard" {
@@ -891,6 +890,10 @@ async fn main() {
     results.insert("b7_delete_s", json!(started.elapsed().as_secs_f64()));
     save(&results);
     restarted.stop();
+    if part == "b4" {
+        report(&results);
+        return;
+    }
 
     if replicas == 1 {
         kro(&client, n, samples, dir.path(), &mut results).await;
@@ -950,6 +953,16 @@ fn shard_row(r: &BTreeMap<&str, Value>, case: &str) -> String {
         f("converge_s"),
         f("one_converge_s")
     )
+}
+
+/// Adds the last run's figures that this run does not measure.
+fn keep_saved(results: &mut BTreeMap<&'static str, Value>) {
+    let saved = std::fs::read_to_string(root().join("target/bench/results.json")).unwrap_or_default();
+    let saved: BTreeMap<String, Value> = serde_json::from_str(&saved).unwrap_or_default();
+    for (k, v) in saved {
+        // The bench is one short process; its keys live as long as it does.
+        results.entry(Box::leak(k.into_boxed_str())).or_insert(v);
+    }
 }
 
 fn report(r: &BTreeMap<&str, Value>) {
