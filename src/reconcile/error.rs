@@ -126,6 +126,20 @@ impl ReconcileError {
         }
     }
 
+    /// True when trying again may well succeed: no answer, a conflict with a concurrent
+    /// write (409), throttling (429) or a server error (5xx). A rollout does not count
+    /// such a pass against its revision.
+    pub fn transient(&self) -> bool {
+        match self {
+            ReconcileError::Kube {
+                source: kube::Error::Api(status),
+                ..
+            } => matches!(status.code, 409 | 429 | 500..=599),
+            ReconcileError::Several(all) => all.iter().all(ReconcileError::transient),
+            other => other.unreachable(),
+        }
+    }
+
     /// For a request the API server refused (403): what was refused and how to allow it.
     pub fn forbidden(&self) -> Option<String> {
         if let ReconcileError::Several(all) = self {
@@ -239,5 +253,16 @@ mod tests {
             escalation.contains("privilege escalation") && escalation.contains("`escalate` on roles"),
             "{escalation}"
         );
+    }
+
+    #[test]
+    fn a_conflict_throttling_or_server_error_is_transient_a_refusal_is_not() {
+        for code in [409, 429, 500, 503] {
+            assert!(refused(code, "x", "m").transient(), "{code}");
+        }
+        for code in [400, 403, 404, 422] {
+            assert!(!refused(code, "x", "m").transient(), "{code}");
+        }
+        assert!(!ReconcileError::Waiting("a child".into()).transient());
     }
 }

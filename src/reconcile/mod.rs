@@ -107,7 +107,7 @@ pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<
     match &result {
         Ok(_) => ctx.ledger().succeeded(&me),
         Err(e) => {
-            if !matches!(e, ReconcileError::Waiting(_)) && !e.unreachable() {
+            if !matches!(e, ReconcileError::Waiting(_)) && !e.transient() {
                 ctx.passed(&parent, rollout::Outcome::Failed(e.to_string()));
             }
             ctx.metrics
