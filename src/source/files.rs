@@ -117,6 +117,10 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, ReadError> {
 struct Scan {
     good: std::collections::BTreeMap<super::Origin, CompiledDefinition>,
     broken: std::collections::BTreeMap<String, Diagnostics>,
+    /// Files that exist but gave no text: empty (an editor or `>` truncates a file before
+    /// it writes the new text, and a rescan may fall in between) or unreadable. Their
+    /// definitions keep running; deleting the file removes them.
+    blank: std::collections::BTreeSet<String>,
 }
 
 fn scan(paths: &[PathBuf]) -> Scan {
@@ -132,9 +136,14 @@ fn scan(paths: &[PathBuf]) -> Scan {
         for file in files {
             let name = file.display().to_string();
             let text = match std::fs::read_to_string(&file) {
+                Ok(t) if t.trim().is_empty() => {
+                    result.blank.insert(name);
+                    continue;
+                }
                 Ok(t) => t,
                 Err(e) => {
-                    tracing::warn!(file = %name, error = %e, "cannot read definition file");
+                    tracing::warn!(file = %name, error = %e, "cannot read definition file; its definitions keep running");
+                    result.blank.insert(name);
                     continue;
                 }
             };
@@ -193,15 +202,27 @@ impl Known {
             .defs
             .keys()
             .filter(|o| !scan.good.contains_key(*o))
-            // A file that no longer parses keeps its last good definitions running.
+            // A file that no longer parses, or reads empty, keeps its last good definitions
+            // running.
             .filter(|o| match o {
                 super::Origin::File { path, .. } => {
-                    !scan.broken.contains_key(path) || !std::path::Path::new(path).exists()
+                    let kept = scan.broken.contains_key(path) || scan.blank.contains(path);
+                    !kept || !std::path::Path::new(path).exists()
                 }
                 super::Origin::Cluster { .. } => true,
             })
             .cloned()
             .collect();
+        for file in &scan.blank {
+            let kept = self
+                .defs
+                .keys()
+                .filter(|o| matches!(o, super::Origin::File { path, .. } if path == file))
+                .count();
+            if kept > 0 {
+                tracing::warn!(file = %file, "the file reads empty; its {kept} definition(s) keep running until it has definitions again or is deleted");
+            }
+        }
         for origin in gone {
             self.defs.remove(&origin);
             let _ = tx.send(SourceEvent::Remove(origin));
@@ -292,6 +313,32 @@ mod tests {
             error.contains("example.yaml:2:1") && error.contains("found example.com/v1 Cache"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_file_caught_empty_mid_write_keeps_its_definitions_until_it_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("caches.yaml");
+        let def = "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: caches.example.com\nspec:\n  parent:\n    apiVersion: example.com/v1\n    kind: Cache\n  children:\n    - name: cm\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: x\n";
+        std::fs::write(&file, def).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut known = Known::default();
+        let paths = vec![dir.path().to_path_buf()];
+        known.update(scan(&paths), &tx);
+        assert!(matches!(rx.try_recv(), Ok(crate::source::SourceEvent::Upsert(..))));
+
+        // Truncated, the new text not written yet.
+        std::fs::write(&file, "").unwrap();
+        known.update(scan(&paths), &tx);
+        assert!(rx.try_recv().is_err(), "an empty file removed its definitions");
+        // The same text back: nothing changed.
+        std::fs::write(&file, def).unwrap();
+        known.update(scan(&paths), &tx);
+        assert!(rx.try_recv().is_err(), "the same definition was sent again");
+
+        std::fs::remove_file(&file).unwrap();
+        known.update(scan(&paths), &tx);
+        assert!(matches!(rx.try_recv(), Ok(crate::source::SourceEvent::Remove(..))));
     }
 
     #[test]
