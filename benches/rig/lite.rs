@@ -1,23 +1,32 @@
 //! B1b: N parents whose three children (a ConfigMap, a Secret and a headless Service)
 //! need nothing from the controller manager and are ready once they exist, so that
 //! convergence is bound by the controller and the API server alone. Stencil, a plain
-//! client making the same writes, and kro (when built) converge the same N in turn, each
-//! in a fresh namespace, timed from the first create to the last parent Ready.
+//! client making creates, the same plain client making Stencil's own writes (rendered by
+//! Stencil's core), and kro (when built) converge the same N in turn, each in a fresh
+//! namespace, timed from the first create to the moment an [`Observer`] sees every parent
+//! Ready, with the CPU the API server and etcd spent meanwhile.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use stencil_core::compile::{self, CompiledDefinition};
 use stencil_core::fixtures::{self, ParentKind, child};
+use stencil_core::gvk::Scopes;
+use stencil_core::render::{self, RenderInput};
+use stencil_core::{applied, labels};
 
+use super::observe::Observer;
 use super::{
-    Controller, GROUP, PLAIN_CONCURRENCY, Parents, app, apply_all, apps, count_children, count_ready, create_parents,
-    delete_all, kro_dir, namespace, root, service_account_kubeconfig, stencil_rbac, until,
+    Controller, GROUP, PLAIN_CONCURRENCY, Parents, app, apply_all, apps, count_children, create_parents, delete_all,
+    kro_dir, namespace, remove_namespace, root, server_cpu_seconds, service_account_kubeconfig, stencil_rbac, until,
 };
 
 pub(super) const LITES: Parents = Parents {
@@ -88,22 +97,39 @@ fn kro_graph() -> Value {
     })
 }
 
+/// How long a contender may take to converge B1b's N parents.
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(3600);
+
 fn names(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("lite-{i}")).collect()
 }
 
-/// Creates N parents at once and waits until each has its children and is Ready.
-pub(super) async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Duration {
+/// How long a contender took to converge B1b's N parents, and what that cost the API
+/// server and etcd in CPU seconds.
+pub(super) struct Converged {
+    pub(super) took: Duration,
+    server_cpu: f64,
+}
+
+impl Converged {
+    /// Records the control plane's CPU per parent, in milliseconds, under `key`.
+    fn record(&self, results: &mut BTreeMap<&'static str, Value>, key: &'static str, n: usize) {
+        results.insert(key, json!(self.server_cpu * 1000.0 / n as f64));
+    }
+}
+
+/// Creates N parents at once and waits until each has its children and is Ready, as
+/// the watches of an [`Observer`] see it.
+pub(super) async fn converge(client: &Client, ns: &str, n: usize, p: Parents) -> Converged {
     let api = apps(client, ns, p);
+    let mut observer = Observer::start(client, ns, p).await;
+    let server_cpu = server_cpu_seconds();
     let started = Instant::now();
     create_parents(&api, &names(n), p).await;
-    until(
-        &format!("B1b convergence in {ns}"),
-        Duration::from_secs(3600),
-        || async { count_children(client, ns).await >= 3 * n && count_ready(&api).await >= n },
-    )
-    .await;
-    started.elapsed()
+    Converged {
+        took: observer.converged(n, 3 * n, CONVERGE_TIMEOUT).await - started,
+        server_cpu: server_cpu_seconds() - server_cpu,
+    }
 }
 
 /// Deletes every parent of `ns` and waits for their children to go.
@@ -117,29 +143,46 @@ pub(super) async fn teardown(client: &Client, ns: &str, p: Parents) {
     .await;
 }
 
-/// The limit: per parent, the parent, its three children and its Ready status, from a
-/// plain client with Stencil's concurrency.
-async fn plain(client: &Client, n: usize) -> Duration {
-    let ns = "bench-lite-plain";
+/// How the plain client writes each parent's children.
+#[derive(Clone, Copy)]
+enum Writes {
+    /// Three creates, one label each: the least the API server takes.
+    Create,
+    /// Stencil's own writes: the children its renderer makes of the B1b definition
+    /// (labels, applied-hash annotation, owner reference), each a create-only server-side
+    /// apply as `stencil`, one Normal event, and the status rendered from the answers.
+    Stencil,
+}
+
+/// A plain client converging N parents with Stencil's concurrency: per parent, the
+/// parent, its three children and its Ready status, written one after another.
+async fn plain(client: &Client, n: usize, writes: Writes) -> Converged {
+    let ns = match writes {
+        Writes::Create => "bench-lite-plain",
+        Writes::Stencil => "bench-lite-writes",
+    };
     namespace(client, ns).await;
+    let def = compiled();
+    let mut observer = Observer::start(client, ns, LITES).await;
+    let server_cpu = server_cpu_seconds();
     let started = Instant::now();
     futures::stream::iter(names(n))
         .map(|name| {
-            let client = client.clone();
+            let (client, def) = (client.clone(), &def);
             async move {
-                let pp = PostParams::default();
                 let parents = apps(&client, ns, LITES);
-                parents.create(&pp, &app(&name, LITES)).await?;
-                let meta = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "bench-plain"}});
-                let cm: ConfigMap = serde_json::from_value(json!({"metadata": meta, "data": {"greeting": "hello"}})).unwrap();
-                Api::<ConfigMap>::namespaced(client.clone(), ns).create(&pp, &cm).await?;
-                let secret: Secret = serde_json::from_value(json!({"metadata": meta, "stringData": {"greeting": "hello"}})).unwrap();
-                Api::<Secret>::namespaced(client.clone(), ns).create(&pp, &secret).await?;
-                let svc: Service = serde_json::from_value(json!({"metadata": meta,
-                    "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}})).unwrap();
-                Api::<Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
-                let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Plain", "message": ""}]}});
-                parents.patch_status(&name, &PatchParams::default(), &Patch::Merge(&ready)).await?;
+                let parent = parents.create(&PostParams::default(), &app(&name, LITES)).await?;
+                let status = match writes {
+                    Writes::Create => create_children(&client, ns, &name).await?,
+                    Writes::Stencil => stencil_writes(&client, def, &parent).await?,
+                };
+                parents
+                    .patch_status(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": status})),
+                    )
+                    .await?;
                 Ok::<_, kube::Error>(())
             }
         })
@@ -147,15 +190,127 @@ async fn plain(client: &Client, n: usize) -> Duration {
         .try_collect::<Vec<_>>()
         .await
         .expect("plain client writes");
-    let elapsed = started.elapsed();
-    let _ = Api::<Namespace>::all(client.clone())
-        .delete(ns, &DeleteParams::default())
-        .await;
-    elapsed
+    let converged = Converged {
+        took: observer.converged(n, 3 * n, CONVERGE_TIMEOUT).await - started,
+        server_cpu: server_cpu_seconds() - server_cpu,
+    };
+    // Its deletion would otherwise run on while the next contender converges.
+    remove_namespace(client, ns).await;
+    converged
+}
+
+/// Creates `name`'s three children with one label each; the Ready status to write.
+async fn create_children(client: &Client, ns: &str, name: &str) -> Result<Value, kube::Error> {
+    let pp = PostParams::default();
+    let meta = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "bench-plain"}});
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": meta, "data": {"greeting": "hello"}})).unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&pp, &cm)
+        .await?;
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": meta, "stringData": {"greeting": "hello"}})).unwrap();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&pp, &secret)
+        .await?;
+    let svc: Service = serde_json::from_value(json!({"metadata": meta,
+        "spec": {"clusterIP": "None", "selector": {"app": name}, "ports": [{"port": 80}]}}))
+    .unwrap();
+    Api::<Service>::namespaced(client.clone(), ns).create(&pp, &svc).await?;
+    Ok(json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Plain", "message": ""}]}))
+}
+
+/// The B1b definition, compiled by Stencil's core.
+fn compiled() -> CompiledDefinition {
+    let (mut defs, diagnostics) = compile::compile_file("lites.yaml", &definition());
+    assert!(defs.len() == 1, "the B1b definition compiles: {diagnostics:?}");
+    defs.remove(0)
+}
+
+/// Writes what Stencil writes for a new parent, from the objects its renderer makes;
+/// the status rendered from the answers.
+async fn stencil_writes(
+    client: &Client,
+    def: &CompiledDefinition,
+    parent: &DynamicObject,
+) -> Result<Value, kube::Error> {
+    let parent = serde_json::to_value(parent).expect("a parent as JSON");
+    let (scopes, lookups) = (Scopes::default(), BTreeMap::new());
+    let render = |observed: &BTreeMap<String, Vec<Value>>| {
+        let input = RenderInput {
+            parent: &parent,
+            observed,
+            lookups: &lookups,
+            scopes: &scopes,
+            served: &[],
+        };
+        render::render(def, input).expect("the B1b definition renders")
+    };
+    let params = PatchParams::apply(labels::FIELD_MANAGER);
+    let applies = render(&BTreeMap::new()).children.into_iter().map(|child| {
+        let (mut body, _) = applied::with_hash(child.object);
+        body["metadata"]["resourceVersion"] = applied::CREATE_ONLY.into();
+        let (api, name) = (
+            child_api(client, &body),
+            body["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        );
+        let params = params.clone();
+        async move {
+            let answer = api.patch(&name, &params, &Patch::Apply(&body)).await?;
+            Ok::<_, kube::Error>((child.child, serde_json::to_value(answer).expect("an answer as JSON")))
+        }
+    });
+    let mut observed: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (child, answer) in futures::future::try_join_all(applies).await? {
+        observed.entry(child).or_default().push(answer);
+    }
+    let ns = parent["metadata"]["namespace"].as_str().unwrap_or_default();
+    Api::<Event>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &created_event(&parent, &observed))
+        .await?;
+    Ok(render(&observed).status)
+}
+
+/// The namespaced API of a rendered child.
+fn child_api(client: &Client, body: &Value) -> Api<DynamicObject> {
+    let kind = body["kind"].as_str().unwrap_or_default();
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", kind));
+    Api::namespaced_with(
+        client.clone(),
+        body["metadata"]["namespace"].as_str().unwrap_or_default(),
+        &ar,
+    )
+}
+
+/// A Normal event like the one Stencil's pass writes, naming what it created.
+fn created_event(parent: &Value, observed: &BTreeMap<String, Vec<Value>>) -> Event {
+    let meta = &parent["metadata"];
+    let name = meta["name"].as_str().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let created: Vec<String> = observed
+        .values()
+        .flatten()
+        .map(|o| {
+            format!(
+                "{} {}/{} created",
+                o["kind"].as_str().unwrap_or_default(),
+                meta["namespace"].as_str().unwrap_or_default(),
+                name
+            )
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{name}.{:x}", now.as_nanosecond()), "namespace": meta["namespace"]},
+        "eventTime": now.to_string(),
+        "reportingController": "stencil", "reportingInstance": "stencil",
+        "action": "Created", "reason": "Created", "type": "Normal", "note": created.join("; "),
+        "regarding": {"apiVersion": format!("{}/{}", LITES.group, LITES.version), "kind": LITES.kind,
+            "name": name, "namespace": meta["namespace"], "uid": meta["uid"]},
+    }))
+    .expect("an event")
 }
 
 /// kro converging the same N, or why it did not run.
-async fn kro(client: &Client, n: usize, dir: &Path) -> Result<Duration, String> {
+async fn kro(client: &Client, n: usize, dir: &Path) -> Result<Converged, String> {
     let kro = kro_dir()?;
     let kubeconfig = service_account_kubeconfig(client, "kro", super::kro_rbac(), dir).await;
     super::kro_crds(client, &kro).await;
@@ -196,7 +351,9 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
     .await;
     let base_rss = stencil.rss_kib().0;
     let cpu_before = stencil.cpu_seconds();
-    let took = converge(client, ns, n, LITES).await;
+    let stencil_run = converge(client, ns, n, LITES).await;
+    let took = stencil_run.took;
+    stencil_run.record(results, "b1b_server_cpu_ms_per_parent", n);
     let rss = stencil.rss_kib().0;
     let passes = stencil.metric("controller_runtime_reconcile_total").await;
     results.insert("b1b_passes_per_parent", json!(passes / n as f64));
@@ -215,13 +372,23 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
     teardown(client, ns, LITES).await;
     stencil.stop();
 
-    let limit = plain(client, n).await;
-    results.insert("b1b_plain_s", json!(limit.as_secs_f64()));
-    results.insert("b1b_ratio", json!(took.as_secs_f64() / limit.as_secs_f64()));
+    let limit = plain(client, n, Writes::Create).await;
+    limit.record(results, "b1b_plain_server_cpu_ms_per_parent", n);
+    results.insert("b1b_plain_s", json!(limit.took.as_secs_f64()));
+    results.insert("b1b_ratio", json!(took.as_secs_f64() / limit.took.as_secs_f64()));
+    let writes = plain(client, n, Writes::Stencil).await;
+    writes.record(results, "b1b_writes_server_cpu_ms_per_parent", n);
+    results.insert("b1b_writes_s", json!(writes.took.as_secs_f64()));
+    results.insert(
+        "b1b_writes_ratio",
+        json!(took.as_secs_f64() / writes.took.as_secs_f64()),
+    );
     match kro(client, n, dir).await {
         Ok(kro) => {
-            results.insert("b1b_kro_s", json!(kro.as_secs_f64()));
-            results.insert("b1b_kro_ratio", json!(kro.as_secs_f64() / took.as_secs_f64()));
+            results.remove("b1b_kro_skipped");
+            kro.record(results, "b1b_kro_server_cpu_ms_per_parent", n);
+            results.insert("b1b_kro_s", json!(kro.took.as_secs_f64()));
+            results.insert("b1b_kro_ratio", json!(kro.took.as_secs_f64() / took.as_secs_f64()));
         }
         Err(why) => {
             results.insert("b1b_kro_skipped", json!(why));

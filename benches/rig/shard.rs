@@ -75,7 +75,7 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
     // plain client's, their namespace still terminating) are not in the figures.
     let one = Controller::stencil_with(&defs, &kubeconfig, &log("one"), &[format!("--namespace={ns}")], None);
     serving(client, &ns, case.parents, &[&one]).await;
-    let took = lite::converge(client, &ns, n, case.parents).await;
+    let took = lite::converge(client, &ns, n, case.parents).await.took;
     let rss = one.rss_kib().0 as f64 / 1024.0;
     out.push(("one_converge_s", json!(took.as_secs_f64())));
     out.push(("one_rss_mib", json!(rss)));
@@ -109,7 +109,7 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
         seen >= REPLICAS as f64
     })
     .await;
-    let took = lite::converge(client, &ns, n, case.parents).await;
+    let took = lite::converge(client, &ns, n, case.parents).await.took;
     // Each parent's member, from its label (the sharder's gauge is counted per resync).
     let placed = apps(client, &ns, case.parents)
         .list_metadata(&ListParams::default())

@@ -22,10 +22,7 @@ use crate::object_key::to_json;
 use crate::ownership::{self, OwnershipVerdict};
 use crate::render::DesiredChild;
 
-/// An impossible resourceVersion: server-side apply with it creates an absent object and
-/// refuses (409) to write any existing one, so an object made between the read and the
-/// create is never written.
-pub(super) const CREATE_ONLY: &str = "9223372036854775807";
+pub(super) use crate::applied::CREATE_ONLY;
 
 /// The object to apply, with its precondition: the uid of the live object judged, or
 /// [`CREATE_ONLY`] when there is none.

@@ -6,6 +6,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::labels;
 
+/// An impossible resourceVersion: server-side apply with it creates an absent object and
+/// refuses (409) to write any existing one, so an object made between the read and the
+/// create is never written.
+pub const CREATE_ONLY: &str = "9223372036854775807";
+
 /// A stable hash of a desired object, stored on the child as an annotation.
 pub fn desired_hash(desired: &Value) -> String {
     let text = serde_json::to_string(desired).unwrap_or_default();
