@@ -79,6 +79,19 @@ impl World {
         world
             .wait_versions("every parent at version 1", |v| v.values().all(|v| v == "1"))
             .await;
+        // A parent's status is written just after its child: the edit comes once every
+        // status is in, so no write of version 1 is counted against the rollout.
+        wait_for("every parent Ready at version 1", TIMEOUT, || async {
+            let list = world.widgets.list(&ListParams::default()).await.ok()?;
+            let ready = list.items.iter().filter(|p| {
+                p.data
+                    .pointer("/status/conditions")
+                    .and_then(|c| c.as_array())
+                    .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+            });
+            (ready.count() == PARENTS).then_some(())
+        })
+        .await;
         (world, stencil)
     }
 

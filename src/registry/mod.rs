@@ -4,6 +4,7 @@
 //! report goes through the one status task ([`status`]).
 
 mod release;
+pub mod report;
 mod rollout;
 pub mod shell;
 pub mod state;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kube::runtime::events::EventType;
 
+use super::report::Report;
 use super::shell::Shell;
-use super::status::Report;
 use crate::compile::CompiledDefinition;
 use crate::definition::{OperatorDefinition, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::metrics::{self, RevisionLabels};
@@ -183,7 +183,7 @@ impl Driver {
                 RolloutPhase::Paused => (EventType::Warning, "RolloutPaused"),
                 RolloutPhase::RolledBack => (EventType::Warning, "RolloutFailed"),
             };
-            ctx.definition_event(type_, reason, super::status::rollout_condition(&next).1)
+            ctx.definition_event(type_, reason, super::report::rollout_condition(&next).1)
                 .await;
         }
         self.adopt(shell, ctx, next).await;

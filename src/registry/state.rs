@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::status::Report;
+use super::report::Report;
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::source::{Origin, SourceEvent};

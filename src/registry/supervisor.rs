@@ -12,10 +12,10 @@ use futures::future::{BoxFuture, Shared};
 use tokio::sync::watch;
 
 use super::release::release_parents;
+use super::report::Report;
 use super::rollout::{self, Driver};
 use super::shell::{Shell, resolve};
 use super::state::{Effect, ParentKind, parent_kind};
-use super::status::Report;
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::reconcile;
