@@ -7,6 +7,14 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 NODES="${STENCIL_TESTENV_NODES:-3}"
+# The controller manager's client QPS (its default is 20, which makes Deployments
+# Available at about one a second: a B4 run at 10,000 parents sets it higher). Read when
+# the rig starts: `make testenv-down` first to change it.
+KCM_QPS="${STENCIL_TESTENV_KCM_QPS:-}"
+KCM_ARGS=""
+if [ -n "$KCM_QPS" ]; then
+  KCM_ARGS=$(printf '      - key: kube-api-qps\n        value: "%s"\n      - key: kube-api-burst\n        value: "%s"\n      - key: concurrent-deployment-syncs\n        value: "20"\n      - key: concurrent-replicaset-syncs\n        value: "20"' "$KCM_QPS" "$((KCM_QPS * 2))")
+fi
 
 "$TESTENV_DIR/build.sh"
 
@@ -39,6 +47,7 @@ componentsPatches:
         value: "false"
       - key: enable-hostpath-provisioner
         value: "true"
+$KCM_ARGS
   - name: kube-scheduler
     extraArgs:
       - key: leader-elect
