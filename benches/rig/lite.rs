@@ -294,7 +294,7 @@ fn created_event(parent: &Value, observed: &BTreeMap<String, Vec<Value>>) -> Eve
                 "{} {}/{} created",
                 o["kind"].as_str().unwrap_or_default(),
                 meta["namespace"].as_str().unwrap_or_default(),
-                name
+                o["metadata"]["name"].as_str().unwrap_or_default()
             )
         })
         .collect();
