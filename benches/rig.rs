@@ -380,14 +380,7 @@ async fn count_ready(api: &Api<DynamicObject>) -> usize {
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    list.iter()
-        .filter(|a| {
-            a.data
-                .pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
-        })
-        .count()
+    list.iter().filter(|a| observe::is_ready(a)).count()
 }
 
 /// Children of any controller here (ConfigMaps, Deployments, Services and Secrets): each

@@ -101,7 +101,8 @@ impl Drop for Observer {
     }
 }
 
-fn is_ready(o: &DynamicObject) -> bool {
+/// Whether a parent's `Ready` condition is True.
+pub(super) fn is_ready(o: &DynamicObject) -> bool {
     o.data
         .pointer("/status/conditions")
         .and_then(Value::as_array)
