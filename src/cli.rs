@@ -235,6 +235,10 @@ pub struct RunArgs {
     /// Ignore OperatorDefinition resources; serve only --definitions.
     #[arg(long)]
     pub no_cluster_definitions: bool,
+    /// Serve only the OperatorDefinition resources this label selector matches
+    /// (`team=payments`), so several Stencil installations can share a cluster.
+    #[arg(long)]
+    pub definition_selector: Option<String>,
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_addr: std::net::SocketAddr,

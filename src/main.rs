@@ -109,6 +109,7 @@ async fn serve(args: RunArgs) -> Result<()> {
     let options = stencil::runtime::Options {
         definitions: args.definitions,
         cluster_definitions: !args.no_cluster_definitions,
+        definition_selector: args.definition_selector,
         namespaces: args.namespaces,
         concurrency: args.concurrency,
         metrics_addr: Some(args.metrics_addr),

@@ -67,8 +67,8 @@ impl Kept {
         self.revisions.iter().find(|r| r.name == name).map(|r| &r.spec)
     }
 
-    /// The revision that was current before the current one: the newest older than it
-    /// other than the updated one.
+    /// The revision before the one parents render (the current one): the newest older
+    /// than it other than the updated one.
     pub fn before_current(&self) -> Option<String> {
         let current = self
             .revisions
@@ -122,39 +122,23 @@ impl Revisions {
             .map_err(self.failed("list"))?;
         let mut kept = Vec::new();
         for object in list.items {
-            let name = object.name_any();
             // The label can be shared by two long names cut to the same value.
-            if !name.starts_with(&self.definition) {
-                continue;
+            if object.name_any().starts_with(&self.definition) {
+                kept.push(read_revision(object).map_err(|e| *e)?);
             }
-            let data = object.data.0;
-            let spec = serde_json::from_value(data["spec"].clone()).map_err(|source| RevisionError::Data {
-                name: name.clone(),
-                source,
-            })?;
-            let rollout = object
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(labels::ROLLOUT))
-                .and_then(|text| serde_json::from_str(text).ok());
-            kept.push(Revision {
-                name,
-                number: object.revision.unwrap_or_default(),
-                spec,
-                rollout,
-            });
         }
         kept.sort_by_key(|r| r.number);
         Ok(kept)
     }
 
     /// Keeps `spec` as the newest revision and says where the rollout to it stands: a new
-    /// revision begins a rollout from where the one before stood, an existing one keeps
-    /// its own ([`crate::rollout::begin`]), and that state is saved on the revision. Then
-    /// cuts the history to `limit` (5 unless set) newest revisions, keeping every one the
-    /// rollout serves. Writes nothing when the revision is the newest already, its state
-    /// unchanged and the history within its limit (a restart).
+    /// revision begins a rollout from where the newest kept state stood, an existing one
+    /// keeps its own ([`crate::rollout::begin`]). A revision and its state are written in
+    /// one request, so no failure between two writes leaves a newest revision without a
+    /// state (which would read as a finished rollout and move every parent at once).
+    /// Then cuts the history to `limit` (5 unless set) newest revisions, keeping every
+    /// one the rollout serves. Writes nothing when the revision is the newest already, its
+    /// state unchanged and the history within its limit (a restart).
     ///
     /// # Errors
     ///
@@ -162,61 +146,39 @@ impl Revisions {
     pub async fn keep(&self, spec: &OperatorDefinitionSpec, now: &str) -> Result<Kept, RevisionError> {
         let hash = revision_hash(spec);
         let mut kept = self.list().await?;
-        let before = kept.last().and_then(|r| r.rollout.clone());
+        // A revision an older Stencil created may have no state: the newest one that has.
+        let before = kept.iter().rev().find_map(|r| r.rollout.clone());
         let existing = kept.iter().find(|r| revision_hash(&r.spec) == hash).cloned();
         let newest = kept.last().map_or(0, |r| r.number);
-        let (revision, previous) = match existing {
+        let revision = match existing {
             Some(r) if r.number == newest => {
-                let own = r.rollout.clone();
-                (r, own.or(before))
+                let rollout = begin(&spec.rollout, r.rollout.as_ref().or(before.as_ref()), &r.name, now);
+                if r.rollout.as_ref() != Some(&rollout) {
+                    self.save(&r.name, &rollout, None).await?;
+                }
+                Revision {
+                    rollout: Some(rollout),
+                    ..r
+                }
             }
             // An edit back to an earlier version: it becomes the newest again, as a
             // Deployment's rollback does, so the one before it is the one it replaced.
             Some(r) => {
-                let patch = serde_json::json!({"revision": newest + 1});
+                let rollout = begin(&spec.rollout, before.as_ref(), &r.name, now);
+                let mut patch = state_patch(&rollout);
+                patch["revision"] = (newest + 1).into();
                 let patched = self
                     .api
                     .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(self.failed("patch"))?;
-                (
-                    Revision {
-                        number: patched.revision.unwrap_or_default(),
-                        ..r
-                    },
-                    before,
-                )
+                read_revision(patched).map_err(|e| *e)?
             }
-            None => {
-                let object: ControllerRevision =
-                    serde_json::from_value(revision_object(&self.definition, &self.namespace, spec, newest + 1))
-                        .expect("a revision object is a ControllerRevision");
-                let created = match self.api.create(&PostParams::default(), &object).await {
-                    Ok(created) => created,
-                    // Another replica kept it first.
-                    Err(kube::Error::Api(s)) if s.code == 409 => {
-                        self.api.get(&object.name_any()).await.map_err(self.failed("get"))?
-                    }
-                    Err(e) => return Err(self.failed("create")(e)),
-                };
-                let revision = Revision {
-                    name: created.name_any(),
-                    number: created.revision.unwrap_or_default(),
-                    spec: spec.clone(),
-                    rollout: None,
-                };
-                (revision, before)
-            }
+            None => self.create(spec, newest + 1, before.as_ref(), now).await?,
         };
-        let rollout = begin(&spec.rollout, previous.as_ref(), &revision.name, now);
+        let rollout = revision.rollout.clone().expect("a kept revision has its state");
         kept.retain(|k| k.name != revision.name);
-        kept.push(Revision {
-            rollout: Some(rollout.clone()),
-            ..revision.clone()
-        });
-        if revision.rollout.as_ref() != Some(&rollout) {
-            self.save(&revision.name, &rollout, None).await?;
-        }
+        kept.push(revision);
         let limit = spec.revision_history_limit.unwrap_or(DEFAULT_REVISION_HISTORY_LIMIT) as usize;
         let mut serving = vec![rollout.current_revision.clone(), rollout.updated_revision.clone()];
         serving.extend(rollout.carried.iter().map(|c| c.revision.clone()));
@@ -236,6 +198,34 @@ impl Revisions {
             rollout,
             revisions: kept,
         })
+    }
+
+    /// Creates revision `number` of `spec` with the state of the rollout to it, begun from
+    /// `before`. One that another replica created first is taken as it is.
+    async fn create(
+        &self,
+        spec: &OperatorDefinitionSpec,
+        number: i64,
+        before: Option<&RolloutStatus>,
+        now: &str,
+    ) -> Result<Revision, RevisionError> {
+        let mut object = revision_object(&self.definition, &self.namespace, spec, number);
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let rollout = begin(&spec.rollout, before, &name, now);
+        object["metadata"]["annotations"][labels::ROLLOUT] = state_text(&rollout).into();
+        let object: ControllerRevision =
+            serde_json::from_value(object).expect("a revision object is a ControllerRevision");
+        let created = match self.api.create(&PostParams::default(), &object).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(s)) if s.code == 409 => self.api.get(&name).await.map_err(self.failed("get"))?,
+            Err(e) => return Err(self.failed("create")(e)),
+        };
+        let mut revision = read_revision(created).map_err(|e| *e)?;
+        if revision.rollout.is_none() {
+            self.save(&name, &rollout, None).await?;
+            revision.rollout = Some(rollout);
+        }
+        Ok(revision)
     }
 
     /// The rollout as the newest revision keeps it, when that revision holds `spec`: what a
@@ -279,8 +269,7 @@ impl Revisions {
     ///
     /// The patch is refused or fails; a revision changed since `version` is a 409.
     pub async fn save(&self, name: &str, rollout: &RolloutStatus, version: Option<&str>) -> Result<(), RevisionError> {
-        let text = serde_json::to_string(rollout).expect("a rollout status is JSON");
-        let mut patch = serde_json::json!({"metadata": {"annotations": {labels::ROLLOUT: text}}});
+        let mut patch = state_patch(rollout);
         if let Some(version) = version {
             patch["metadata"]["resourceVersion"] = version.into();
         }
@@ -290,6 +279,39 @@ impl Revisions {
             .map_err(self.failed("patch"))?;
         Ok(())
     }
+}
+
+/// A merge patch that saves `rollout` on a revision.
+fn state_patch(rollout: &RolloutStatus) -> serde_json::Value {
+    serde_json::json!({"metadata": {"annotations": {labels::ROLLOUT: state_text(rollout)}}})
+}
+
+/// `rollout` as the [`labels::ROLLOUT`] annotation keeps it.
+fn state_text(rollout: &RolloutStatus) -> String {
+    serde_json::to_string(rollout).expect("a rollout status is JSON")
+}
+
+/// A `ControllerRevision` read back: its name, number, spec and saved state.
+fn read_revision(object: ControllerRevision) -> Result<Revision, Box<RevisionError>> {
+    let name = object.name_any();
+    let spec = serde_json::from_value(object.data.0["spec"].clone()).map_err(|source| {
+        Box::new(RevisionError::Data {
+            name: name.clone(),
+            source,
+        })
+    })?;
+    let rollout = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::ROLLOUT))
+        .and_then(|text| serde_json::from_str(text).ok());
+    Ok(Revision {
+        name,
+        number: object.revision.unwrap_or_default(),
+        spec,
+        rollout,
+    })
 }
 
 /// The revisions past the history limit: all but the `limit` newest, never one named in
@@ -332,5 +354,39 @@ mod tests {
             "the current one stays"
         );
         assert!(pruned(&kept, 10, &[]).is_empty());
+    }
+
+    #[test]
+    fn each_undo_steps_one_revision_back_and_the_newest_keeps_the_state() {
+        use crate::rollout::{Command, CommandError, command};
+        let mut kept = Kept {
+            rollout: begin(&Default::default(), None, "r2", "2026-12-05T00:00:00Z"),
+            revisions: (0..=2).map(|n| revision(&format!("r{n}"), n + 1)).collect(),
+        };
+        let spec = kept.revisions[2].spec.rollout.clone();
+        for back_to in ["r1", "r0"] {
+            let undo = Command::Undo {
+                previous: kept.before_current(),
+            };
+            let next = command(&spec, &kept.rollout, &undo, "2026-12-05T00:01:00Z").expect("undo");
+            assert_eq!(next.current_revision, back_to, "parents render the revision before");
+            assert_eq!(
+                next.updated_revision, "r2",
+                "the state names the newest revision, where it is saved and read"
+            );
+            assert_eq!(
+                begin(&spec, Some(&next), "r2", "2026-12-05T00:02:00Z"),
+                next,
+                "a restart keeps the undo"
+            );
+            kept.rollout = next;
+        }
+        let undo = Command::Undo {
+            previous: kept.before_current(),
+        };
+        assert_eq!(
+            command(&spec, &kept.rollout, &undo, "2026-12-05T00:03:00Z"),
+            Err(CommandError::NothingToUndo)
+        );
     }
 }

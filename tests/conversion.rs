@@ -1,7 +1,9 @@
 //! The conversion webhook on the rig: the bundled website's v1alpha1 (its own schema,
 //! converted by templates) read as v1 and back with nothing lost, a template that fails
-//! for one object, and a webhook that keeps answering while the leader is killed, with
-//! one certificate for every replica. Storage migration is in `tests/migration.rs`.
+//! for one object, a webhook that keeps answering while the leader is killed, with one
+//! certificate for every replica, and conversion that follows what the CRD carries
+//! through a refused edit, a removal and a restart. Storage migration is in
+//! `tests/migration.rs`.
 
 mod common;
 
@@ -13,6 +15,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use stencil::definition::OperatorDefinition;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -187,15 +190,15 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
     let secret = secrets.get("webhook-cert").await.unwrap();
     let data = secret.data.clone().unwrap();
     let (ca, kept) = (&data["ca.crt"].0, &data["tls.crt"].0);
-    let kept_leaf = pem_certificates(kept).remove(0);
+    let kept_leaf = common::tls::pem_certificates(kept).remove(0);
     assert_eq!(
-        presented_certificate(second, ca),
+        common::tls::presented_certificate(second, ca),
         kept_leaf,
         "the standby serves the Secret's certificate"
     );
     let restarted = spawn_stencil_env(&args(first), &kubeconfig, dir.path().join("c.log"), &env);
     let presented = wait_for("the restarted replica to serve", TIMEOUT, || async {
-        std::panic::catch_unwind(|| presented_certificate(first, ca)).ok()
+        std::panic::catch_unwind(|| common::tls::presented_certificate(first, ca)).ok()
     })
     .await;
     assert_eq!(presented, kept_leaf, "a restart reuses the kept certificate");
@@ -215,39 +218,6 @@ async fn the_webhook_keeps_answering_while_the_leader_is_killed() {
         s.data.pointer("/status/conditions").map(|_| ())
     })
     .await;
-}
-
-/// The certificates in a PEM bundle, as DER.
-fn pem_certificates(pem: &[u8]) -> Vec<Vec<u8>> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject as _;
-    CertificateDer::pem_slice_iter(pem)
-        .map(|c| c.expect("a PEM certificate").to_vec())
-        .collect()
-}
-
-/// The serving certificate the webhook on loopback `port` presents, verified against
-/// the CA in `ca_pem` for the name 127.0.0.1.
-fn presented_certificate(port: u16, ca_pem: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for der in pem_certificates(ca_pem) {
-        roots.add(der.into()).unwrap();
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
-    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
-    let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("the webhook listens");
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
-    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .expect("a TLS handshake the CA verifies");
-    conn.peer_certificates().expect("a certificate")[0].to_vec()
 }
 
 #[tokio::test]
@@ -299,4 +269,113 @@ async fn a_template_that_fails_for_one_object_fails_its_request_by_name_and_line
         .await
         .expect("the webhook serves on");
     assert_eq!(old.list(&Default::default()).await.unwrap().items.len(), 2);
+}
+
+/// The website definition of `group` as an OperatorDefinition, with `edit` applied to its
+/// text and the label `label` (`key=value`) that the Stencil under test selects.
+fn website_resource(group: &str, label: &str, edit: impl Fn(String) -> String) -> OperatorDefinition {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml"))
+        .unwrap()
+        .replace("examples.stencil.dev", group);
+    let mut def: OperatorDefinition = stencil::yaml::document(&edit(text)).unwrap();
+    let (key, value) = label.split_once('=').unwrap();
+    def.metadata.labels = Some([(key.to_string(), value.to_string())].into());
+    def
+}
+
+#[tokio::test]
+async fn the_webhook_converts_with_what_the_crd_carries_through_a_refused_edit_a_removal_and_a_restart() {
+    let client = client().await;
+    common::install_crd(&client, &stencil::crd::operator_definition_crd()).await;
+    let ns = TestNamespace::new(&client, "carried").await;
+    let group = unique_group();
+    let label = format!("stencil-test={}", &group[..9]);
+    let name = format!("websites.{group}");
+    let defs: Api<OperatorDefinition> = Api::all(client.clone());
+    let apply = |def: OperatorDefinition| {
+        let (defs, name) = (defs.clone(), name.clone());
+        async move {
+            defs.patch(&name, &PatchParams::apply("test").force(), &Patch::Apply(&def))
+                .await
+                .unwrap();
+        }
+    };
+    apply(website_resource(&group, &label, |t| t)).await;
+    let port = free_port();
+    let args = vec![
+        format!("--definition-selector={label}"),
+        format!("--namespace={}", ns.name),
+        format!("--webhook-addr=127.0.0.1:{port}"),
+        format!("--webhook-url=https://127.0.0.1:{port}"),
+        "--webhook-secret=webhook-cert".to_string(),
+    ];
+    // Stencil's namespace keeps the definition's revisions and the certificate.
+    let env = [("POD_NAMESPACE", ns.name.clone())];
+    let (kubeconfig, dir) = (common::kubeconfig_path(), tempfile::tempdir().unwrap());
+    let mut stencil = spawn_stencil_env(&args, &kubeconfig, dir.path().join("a.log"), &env);
+    wait_established(&client, &name).await;
+    let (old, new) = (
+        sites(&client, &group, "v1alpha1", &ns.name),
+        sites(&client, &group, "v1", &ns.name),
+    );
+    let site = |name: &str| {
+        object(json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Website",
+            "metadata": {"name": name, "namespace": ns.name},
+            "spec": {"content": {"index.html": "hi"}, "domain": format!("{name}.example.com")}}))
+    };
+    common::create_when_served(&old, &site("before")).await;
+
+    // v1 renames `domains` to `hosts`, and the v1alpha1 templates follow: the CRD change
+    // is refused, and the CRD keeps `domains`.
+    apply(website_resource(&group, &label, |t| t.replace("domains", "hosts"))).await;
+    wait_for("the edit refused as breaking", TIMEOUT, || async {
+        let d = serde_json::to_value(defs.get(&name).await.ok()?).ok()?;
+        (common::condition(&d, "Ready")?["reason"] == "BreakingSchemaChange").then_some(())
+    })
+    .await;
+    // Each check writes at v1alpha1, which the API server converts through the webhook
+    // (a read of an unchanged object may be served from the API server's cache of what
+    // it already converted), and reads the object back at v1.
+    let written = |name: &'static str, when: &'static str| {
+        let (old, new, site) = (old.clone(), new.clone(), site(name));
+        async move {
+            old.create(&PostParams::default(), &site)
+                .await
+                .unwrap_or_else(|e| panic!("written at v1alpha1 {when}: {e}"));
+            let read = new.get(name).await.unwrap();
+            assert_eq!(
+                read.data["spec"]["domains"],
+                json!([format!("{name}.example.com")]),
+                "converted {when} into the schema the CRD has: {:?}",
+                read.data
+            );
+        }
+    };
+    written("after", "after the refused edit").await;
+
+    // Removed, the definition goes on converting: its CRD still sends reviews here.
+    defs.delete(&name, &Default::default()).await.unwrap();
+    wait_for("the definition to stop", TIMEOUT, || async {
+        (stencil.metric("stencil_definitions{state=\"running\"}").await == Some(0.0)).then_some(())
+    })
+    .await;
+    written("removed", "after the removal").await;
+
+    // A restarted Stencil never loaded the definition: it converts with the kept revision
+    // the CRD carries.
+    stencil.child.kill().unwrap();
+    stencil.child.wait().unwrap();
+    let restarted = spawn_stencil_env(&args, &kubeconfig, dir.path().join("b.log"), &env);
+    wait_for("the restarted webhook to serve", TIMEOUT, || async {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    })
+    .await;
+    written("restarted", "after a restart").await;
+    assert!(
+        restarted.logs().contains("kept revision the CRD carries"),
+        "{}",
+        restarted.logs()
+    );
+    let all = old.list(&Default::default()).await.unwrap();
+    assert_eq!(all.items.len(), 4, "every site reads at v1alpha1");
 }

@@ -2,7 +2,8 @@
 //! 20 and 100 percent: the first step moves the deterministic 20 percent (the same set
 //! across a restart of Stencil during the pause), then every parent; an edit whose new
 //! child never becomes ready fails at the first step and rolls the moved parents back,
-//! with zero writes to the others; an edit during a rollout supersedes it.
+//! with zero writes to the others; an edit during a rollout supersedes it; a crash right
+//! after an edit's revision is kept still moves only the first step; undo steps back.
 
 mod common;
 
@@ -356,9 +357,9 @@ async fn rollout(args: &[&str]) -> (i32, String) {
 }
 
 #[tokio::test]
-async fn promote_skips_the_pause_and_undo_returns_every_parent() {
+async fn promote_skips_the_pause_and_each_undo_steps_one_revision_back() {
     let steps = STEPS.replace("pauseSeconds: 30", "pauseSeconds: 600");
-    let (w, _stencil) = World::new(&steps).await;
+    let (w, stencil) = World::new(&steps).await;
     let name = format!("widgets.{}", w.group);
     let home = w.home.name.clone();
     let at = |action: &'static str| {
@@ -395,13 +396,98 @@ async fn promote_skips_the_pause_and_undo_returns_every_parent() {
     let (code, text) = at("promote").await;
     assert_eq!(code, 1, "nothing to promote: {text}");
 
-    let (code, text) = at("undo").await;
+    // A third revision, promoted to the end, then undone twice: each undo steps one
+    // revision back and stays there.
+    w.write(&versioned("3"));
+    w.wait_phase(RolloutPhase::Progressing).await;
+    let (code, text) = at("promote").await;
     assert_eq!(code, 0, "{text}");
-    w.wait_versions("every parent back at version 1 after undo", |v| {
-        v.values().all(|v| v == "1")
+    w.wait_versions("every parent at version 3", |v| v.values().all(|v| v == "3"))
+        .await;
+    w.wait_phase(RolloutPhase::Complete).await;
+    let newest = w.newest_revision().await;
+    for back_to in ["2", "1"] {
+        let (code, text) = at("undo").await;
+        assert_eq!(code, 0, "{text}");
+        w.wait_versions(&format!("every parent back at version {back_to} after undo"), |v| {
+            v.values().all(|v| v == back_to)
+        })
+        .await;
+        let state = w.rollout_state().await.unwrap();
+        assert_eq!(
+            state.updated_revision, newest,
+            "the state names the revision that keeps it"
+        );
+        let (code, text) = rollout(&["status", &name, "--stencil-namespace", &home, "--timeout", "60s"]).await;
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("rolled back"), "{text}");
+    }
+    // Stencil reads the saved state again (every 5 s while nothing moves) and keeps it.
+    let state_reads = || {
+        let reads = stencil.reads.lock().unwrap();
+        reads.iter().filter(|r| r.contains(&newest)).count()
+    };
+    let seen = state_reads();
+    wait_for("two more reads of the saved state", TIMEOUT, || async {
+        (state_reads() >= seen + 2).then_some(())
     })
     .await;
-    let (code, text) = rollout(&["status", &name, "--stencil-namespace", &home, "--timeout", "60s"]).await;
-    assert_eq!(code, 0, "{text}");
-    assert!(text.contains("rolled back"), "{text}");
+    assert!(w.versions().await.values().all(|v| v == "1"), "still at version 1");
+    let (code, text) = at("undo").await;
+    assert_eq!(code, 1, "nothing before version 1: {text}");
+    assert!(text.contains("no earlier revision"), "{text}");
+}
+
+/// A Stencil killed right after it wrote an edit's revision, before any other write: the
+/// next one serves the revision's canary, not every parent at once.
+#[tokio::test]
+#[cfg_attr(not(feature = "fault-injection"), ignore = "needs the fault-injection build")]
+async fn a_crash_right_after_the_revision_is_kept_still_moves_only_the_first_step() {
+    let steps = STEPS.replace("pauseSeconds: 30", "pauseSeconds: 600");
+    let (w, stencil) = World::new(&steps).await;
+    drop(stencil);
+    w.write(&versioned("2"));
+    let logs = tempfile::tempdir().unwrap();
+    let crashing = common::spawn_stencil_env(
+        &[
+            format!("--definitions={}", w.dir.path().display()),
+            "--no-cluster-definitions".into(),
+        ],
+        &common::kubeconfig_path(),
+        logs.path().join("crashing.log"),
+        &[
+            ("STENCIL_FAULT_ABORT_AFTER_WRITES", "1".into()),
+            ("POD_NAMESPACE", w.home.name.clone()),
+        ],
+    );
+    let revision = w.newest_revision().await;
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> = Api::namespaced(client().await, &w.home.name);
+    wait_for(
+        "the crashing Stencil to abort before its second write",
+        TIMEOUT,
+        || async { crashing.logs().contains("aborting before write 2").then_some(()) },
+    )
+    .await;
+    assert!(
+        revisions.get_opt(&revision).await.unwrap().is_some(),
+        "its one write kept the revision: {}",
+        crashing.logs()
+    );
+    drop(crashing);
+
+    let _stencil = w.start().await;
+    let state = wait_for("the rollout's state", TIMEOUT, || w.rollout_state()).await;
+    assert_eq!(
+        (state.phase, state.step, state.percent),
+        (RolloutPhase::Progressing, 0, 20),
+        "the revision's own state, written with it"
+    );
+    let first = w.first_step(20).await;
+    let moved = w
+        .wait_versions("the first step at version 2", |v| {
+            v.iter().filter(|(_, v)| *v == "2").count() == first.len()
+        })
+        .await;
+    let on_two: BTreeSet<String> = moved.into_iter().filter(|(_, v)| v == "2").map(|(p, _)| p).collect();
+    assert_eq!(on_two, first, "only the first step's parents move");
 }

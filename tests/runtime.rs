@@ -102,7 +102,14 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
     );
     let kubeconfig = token_kubeconfig(token.trim(), dir.path());
     install_crd(&client, &stencil::crd::operator_definition_crd()).await;
-    let stencil = spawn_stencil(&[], &kubeconfig, dir.path().join("stencil.log"));
+    // Only this test's definitions: another test's leftover one would share the status
+    // writer and the registry.
+    let selector = format!("stencil-test={}", &group_a[..9]);
+    let stencil = spawn_stencil(
+        &[format!("--definition-selector={selector}")],
+        &kubeconfig,
+        dir.path().join("stencil.log"),
+    );
     wait_for("stencil to be ready", TIMEOUT, || async {
         (stencil.get("/readyz").await?.0 == 200).then_some(())
     })
@@ -110,7 +117,9 @@ async fn a_forbidden_child_kind_is_reported_and_does_not_hold_up_the_next_defini
 
     let defs: Api<OperatorDefinition> = Api::all(client.clone());
     let apply = |text: &str| {
-        let resource: OperatorDefinition = stencil::yaml::document(text).unwrap();
+        let mut resource: OperatorDefinition = stencil::yaml::document(text).unwrap();
+        let (key, value) = selector.split_once('=').unwrap();
+        resource.metadata.labels = Some([(key.to_string(), value.to_string())].into());
         let defs = defs.clone();
         async move {
             let name = resource.metadata.name.clone().unwrap();

@@ -28,7 +28,7 @@ pub struct Shell {
     /// Where status reports go.
     pub reports: Reports,
     /// The conversion webhook CRDs point at, when this process serves one.
-    pub webhook: Option<crate::crd::Webhook>,
+    pub webhook: Option<tokio::sync::watch::Receiver<crate::crd::Webhook>>,
     /// Who stores objects anew when a storage version changes.
     pub storage_migration: crate::migrate::Method,
     /// Who reports this process's events (the Pod's name), when known.

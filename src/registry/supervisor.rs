@@ -201,7 +201,8 @@ async fn serve(
         } else {
             crate::crd::Installer::AwaitLeader
         };
-        match crate::crd::install(&shell.client, &def, shell.webhook.as_ref(), installer).await {
+        let webhook = shell.webhook.as_ref().map(|w| w.borrow().clone());
+        match crate::crd::install(&shell.client, &def, webhook.as_ref(), installer).await {
             Ok(recorded) => Ok((None, recorded)),
             Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
             Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),

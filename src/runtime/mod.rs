@@ -28,6 +28,8 @@ pub struct Options {
     pub definitions: Vec<PathBuf>,
     /// Whether OperatorDefinition resources are served too.
     pub cluster_definitions: bool,
+    /// Only the OperatorDefinition resources this label selector matches are served.
+    pub definition_selector: Option<String>,
     /// Namespaces to serve (empty: all).
     pub namespaces: Vec<String>,
     /// Parents reconciled at once per definition.
@@ -59,6 +61,7 @@ impl Default for Options {
         Options {
             definitions: Vec::new(),
             cluster_definitions: true,
+            definition_selector: None,
             namespaces: Vec::new(),
             concurrency: 16,
             metrics_addr: None,
@@ -155,6 +158,14 @@ impl Runtime {
         }
         let unfenced = client::unfenced(&config, metrics.clone(), observer.clone())?;
         let conversions = Conversions::new();
+        // Every replica reads the converting CRDs, so each converts with what they carry.
+        let _follow = options.webhook.as_ref().map(|_| {
+            crate::tasks::Owned::spawn(webhook::follow(
+                unfenced.clone(),
+                options.home.clone(),
+                conversions.clone(),
+            ))
+        });
         // Every replica converts, so the webhook starts before the wait for the Lease.
         let served = match &options.webhook {
             Some(settings) => Some(webhook::start(&unfenced, settings, conversions.clone(), metrics.clone()).await?),
@@ -216,6 +227,7 @@ impl Runtime {
         // registry takes the same events once this process leads (sharded: once it has
         // joined the ring).
         let sharded_kinds = kinds.clone();
+        let table = conversions.clone();
         let _tee = crate::tasks::Owned::spawn(async move {
             while let Some(event) = sources.recv().await {
                 conversions.observe(&event);
@@ -234,7 +246,8 @@ impl Runtime {
         };
         let _cluster_source = options.cluster_definitions.then(|| {
             let synced = health.clone();
-            crate::tasks::Owned::spawn(cluster::watch(client.clone(), tx.clone(), move || {
+            let selector = options.definition_selector.clone();
+            crate::tasks::Owned::spawn(cluster::watch(client.clone(), selector, tx.clone(), move || {
                 synced.cluster_synced()
             }))
         });
@@ -276,6 +289,15 @@ impl Runtime {
             options.sync_timeout,
             metrics.clone(),
         ));
+        // The leader keeps every converting CRD trusting the CA the webhook serves.
+        let _trusted = served.as_ref().map(|s| {
+            crate::tasks::Owned::spawn(webhook::keep_trusted(
+                leader_client.clone(),
+                leadership.clone(),
+                s.webhook.clone(),
+                table,
+            ))
+        });
         let (reports, status_task) = status::start(leader_client, leadership.clone());
         let shell = Shell {
             client,

@@ -18,9 +18,15 @@ use crate::compile::compile_resource;
 use crate::definition::OperatorDefinition;
 use crate::gvk::Gvk;
 
-/// Watches OperatorDefinitions and sends their changes; waits for the CRD if it is absent.
-/// `synced` is called once the first list is sent (or the CRD is found absent).
-pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: impl Fn() + Send) {
+/// Watches the OperatorDefinitions `selector` matches (all without one) and sends their
+/// changes; waits for the CRD if it is absent. `synced` is called once the first list is
+/// sent (or the CRD is found absent). A definition whose labels stop matching is removed.
+pub async fn watch(
+    client: Client,
+    selector: Option<String>,
+    tx: UnboundedSender<SourceEvent>,
+    synced: impl Fn() + Send,
+) {
     let gvk = Gvk::parse("stencil.dev/v1alpha1", "OperatorDefinition").expect("a valid apiVersion");
     let mut warned = false;
     while crate::discovery::resolve(&client, &gvk).await.is_err() {
@@ -34,7 +40,11 @@ pub async fn watch(client: Client, tx: UnboundedSender<SourceEvent>, synced: imp
     let api: Api<OperatorDefinition> = Api::all(client);
     let mut generations: HashMap<String, Seen> = HashMap::new();
     let mut listed: Vec<String> = Vec::new();
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let config = match &selector {
+        Some(selector) => watcher::Config::default().labels(selector),
+        None => watcher::Config::default(),
+    };
+    let mut events = watcher(api, config).default_backoff().boxed();
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Init) => listed.clear(),

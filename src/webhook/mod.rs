@@ -1,11 +1,14 @@
 //! The conversion webhook: `ConversionReview`s over HTTPS at `/convert/<crd>`, answered
-//! from the definitions this process has loaded. Every replica serves it, leader or not,
-//! so conversion does not stop during a failover. Its certificate is reloaded when the
-//! files of `--webhook-cert-dir`, or the Secret that keeps the generated one, change.
+//! from the definition each CRD carries. Every replica serves it, leader or not, so
+//! conversion does not stop during a failover. Its certificate is reloaded when the
+//! files of `--webhook-cert-dir`, or the Secret that keeps the generated one, change,
+//! once the converting CRDs trust its CA ([`trust`]).
 
 mod certs;
+mod follow;
 mod review;
 mod table;
+mod trust;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,8 +21,10 @@ use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
 
 pub use certs::{CertError, Certificates};
+pub use follow::follow;
 pub use review::{answer, succeeded};
-pub use table::Conversions;
+pub use table::{Conversions, Lookup};
+pub use trust::keep_trusted;
 
 use crate::crd::{Endpoint, Webhook};
 use crate::metrics::{Metrics, ResultLabel};
@@ -74,11 +79,13 @@ pub enum WebhookError {
 pub struct Served {
     /// The bound address.
     pub addr: SocketAddr,
-    /// The endpoint and CA bundle for the CRDs Stencil installs.
-    pub webhook: Webhook,
+    /// The endpoint and CA bundle for the CRDs Stencil installs, as the certificate
+    /// rotates.
+    pub webhook: tokio::sync::watch::Receiver<Webhook>,
     _server: Owned<()>,
-    /// The file watch or the Secret watch, whichever reloads the certificate.
+    /// The file watch or the Secret watch, whichever reads new certificates.
     _reload: Box<dyn std::any::Any + Send>,
+    _rotate: Owned<()>,
 }
 
 #[derive(Clone)]
@@ -109,16 +116,29 @@ pub async fn start(
         ),
     };
     let tls = RustlsConfig::from_config(certs::server_config(&initial, &what)?);
+    let (fresh, fresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let reload: Box<dyn std::any::Any + Send> = match &settings.certs {
-        CertSource::Dir(dir) => Box::new(watch_dir(dir.clone(), tls.clone())?),
+        CertSource::Dir(dir) => Box::new(watch_dir(dir.clone(), fresh)?),
         CertSource::Secret { namespace, name } => Box::new(Owned::spawn(watch_secret(
             client.clone(),
             namespace.clone(),
             name.clone(),
             hosts,
-            tls.clone(),
+            fresh,
         ))),
     };
+    let (trust, webhook) = tokio::sync::watch::channel(Webhook {
+        endpoint: settings.endpoint.clone(),
+        ca_bundle: initial.ca.clone(),
+    });
+    let rotate = Owned::spawn(trust::rotate(
+        initial,
+        fresh_rx,
+        tls.clone(),
+        trust,
+        conversions.clone(),
+        what,
+    ));
     let listener = std::net::TcpListener::bind(settings.addr).map_err(|source| WebhookError::Bind {
         addr: settings.addr,
         source,
@@ -141,20 +161,18 @@ pub async fn start(
     tracing::info!(%addr, endpoint = ?settings.endpoint, "serving the conversion webhook");
     Ok(Served {
         addr,
-        webhook: Webhook {
-            endpoint: settings.endpoint.clone(),
-            ca_bundle: initial.ca,
-        },
+        webhook,
         _server: server,
         _reload: reload,
+        _rotate: rotate,
     })
 }
 
 /// One ConversionReview, converted on the blocking pool: templates may run long.
 async fn convert(State(app): State<App>, Path(crd): Path<String>, body: Bytes) -> impl axum::response::IntoResponse {
     let started = std::time::Instant::now();
-    let def = app.conversions.get(&crd);
-    let review = tokio::task::spawn_blocking(move || answer(&crd, def.as_deref(), &body))
+    let def = lookup(&app.conversions, &crd).await;
+    let review = tokio::task::spawn_blocking(move || answer(&crd, def.as_deref().map_err(String::as_str), &body))
         .await
         .map_or_else(
             |e| {
@@ -179,26 +197,46 @@ async fn convert(State(app): State<App>, Path(crd): Path<String>, body: Bytes) -
     )
 }
 
-/// Reloads the certificate when a file in `dir` changes (a Secret volume's `..data`
-/// swap included); a broken update keeps the last good certificate.
+/// The definition that converts `crd`, waiting (a bounded time, well inside the API
+/// server's 30 s) for the first read of the CRD when this process has just started.
+async fn lookup(conversions: &Conversions, crd: &str) -> Result<Arc<crate::compile::CompiledDefinition>, String> {
+    let deadline = tokio::time::Instant::now() + FIRST_READ;
+    if let Lookup::Refused(_) = conversions.get(crd) {
+        conversions.ask(crd);
+    }
+    loop {
+        match conversions.get(crd) {
+            Lookup::Found(def) => return Ok(def),
+            Lookup::Refused(why) => return Err(why),
+            Lookup::Pending if tokio::time::Instant::now() >= deadline => {
+                return Err(format!(
+                    "CRD {crd} could not be read within {FIRST_READ:?}; nothing is converted until it is"
+                ));
+            }
+            Lookup::Pending => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// How long a review waits for the first read of its CRD.
+const FIRST_READ: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads the certificate again when a file in `dir` changes (a Secret volume's `..data`
+/// swap included) and sends it to `fresh`; a broken update is not sent.
 fn watch_dir(
     dir: PathBuf,
-    tls: RustlsConfig,
+    fresh: tokio::sync::mpsc::UnboundedSender<certs::Certificates>,
 ) -> Result<
     notify_debouncer_full::Debouncer<notify::RecommendedWatcher, notify_debouncer_full::RecommendedCache>,
     WebhookError,
 > {
     let watched = dir.clone();
-    let what = dir.display().to_string();
     let mut debouncer = notify_debouncer_full::new_debouncer(
         std::time::Duration::from_millis(500),
         None,
-        move |_: notify_debouncer_full::DebounceEventResult| match certs::read_dir(&dir)
-            .and_then(|c| certs::server_config(&c, &what))
-        {
-            Ok(config) => {
-                tls.reload_from_config(config);
-                tracing::info!(dir = %what, "reloaded the webhook certificate");
+        move |_: notify_debouncer_full::DebounceEventResult| match certs::read_dir(&dir) {
+            Ok(read) => {
+                let _ = fresh.send(read);
             }
             Err(e) => tracing::warn!(error = %e, "keeping the last webhook certificate"),
         },
@@ -207,38 +245,29 @@ fn watch_dir(
     Ok(debouncer)
 }
 
-/// Reloads the certificate when another replica remakes the Secret.
-async fn watch_secret(client: kube::Client, namespace: String, name: String, hosts: Vec<String>, tls: RustlsConfig) {
+/// Sends the certificate Secret `namespace/name` holds to `fresh` each time it changes
+/// (another replica made it again).
+async fn watch_secret(
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    hosts: Vec<String>,
+    fresh: tokio::sync::mpsc::UnboundedSender<certs::Certificates>,
+) {
     use futures::StreamExt as _;
     use kube::runtime::{WatchStreamExt as _, watcher};
     let api: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
-    let mut current = None;
     while let Some(event) = events.next().await {
-        let secret = match event {
-            Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => s,
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::warn!(error = %e, "watching the webhook certificate's Secret");
-                continue;
-            }
-        };
-        let Some(certs) = certs::stored(&secret, &hosts) else {
-            continue;
-        };
-        if current.as_ref() == Some(&certs) {
-            continue;
-        }
-        match certs::server_config(&certs, &format!("Secret {namespace}/{name}")) {
-            Ok(config) => {
-                if current.is_some() {
-                    tracing::info!(namespace, name, "reloaded the webhook certificate");
+        match event {
+            Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
+                if let Some(read) = certs::stored(&s, &hosts) {
+                    let _ = fresh.send(read);
                 }
-                tls.reload_from_config(config);
-                current = Some(certs);
             }
-            Err(e) => tracing::warn!(error = %e, "keeping the last webhook certificate"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "watching the webhook certificate's Secret"),
         }
     }
 }

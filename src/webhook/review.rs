@@ -8,8 +8,8 @@ use serde_json::Value;
 use crate::compile::CompiledDefinition;
 
 /// The review answering `body`, a ConversionReview for CRD `crd`, with `def` the
-/// definition that converts it (if this process has one).
-pub fn answer(crd: &str, def: Option<&CompiledDefinition>, body: &[u8]) -> ConversionReview {
+/// definition that converts it, or why none does.
+pub fn answer(crd: &str, def: Result<&CompiledDefinition, &str>, body: &[u8]) -> ConversionReview {
     let review: ConversionReview = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return invalid(format!("malformed ConversionReview: {e}")),
@@ -26,9 +26,12 @@ pub fn answer(crd: &str, def: Option<&CompiledDefinition>, body: &[u8]) -> Conve
     let desired = request.desired_api_version.clone();
     let objects = request.objects.clone();
     let response = ConversionResponse::for_request(request);
-    let Some(def) = def else {
-        let message = format!("no definition loaded in this Stencil converts CRD {crd}");
-        return with_types(response.failure(Status::failure(&message, "NotFound")).into_review());
+    let def = match def {
+        Ok(def) => def,
+        Err(why) => {
+            tracing::warn!(crd, "refusing a conversion: {why}");
+            return with_types(response.failure(Status::failure(why, "NotFound")).into_review());
+        }
     };
     if desired.rsplit_once('/').map(|(g, _)| g) != Some(def.parent.group.as_str()) {
         let message = format!(
@@ -117,7 +120,7 @@ mod tests {
                 ),
             ]),
         );
-        let review = answer("websites.examples.stencil.dev", Some(&def), &body);
+        let review = answer("websites.examples.stencil.dev", Ok(&def), &body);
         assert!(succeeded(&review), "{review:?}");
         let response = review.response.unwrap();
         assert_eq!(response.uid, "r1");
@@ -130,20 +133,24 @@ mod tests {
     fn bad_input_is_a_failure_that_says_why() {
         let def = website();
         let crd = "websites.examples.stencil.dev";
-        let malformed = answer(crd, Some(&def), b"{not json");
+        let malformed = answer(crd, Ok(&def), b"{not json");
         assert!(!succeeded(&malformed));
         assert!(message(&malformed).contains("malformed ConversionReview"));
         assert_eq!(malformed.types.kind, "ConversionReview");
 
         let one = json!([site("examples.stencil.dev/v1", json!({"content": {}}))]);
-        let unknown = answer(crd, Some(&def), &request("examples.stencil.dev/v9", one.clone()));
+        let unknown = answer(crd, Ok(&def), &request("examples.stencil.dev/v9", one.clone()));
         assert!(
             message(&unknown).contains("examples.stencil.dev/v9 is not a version"),
             "{unknown:?}"
         );
-        let other_group = answer(crd, Some(&def), &request("apps/v1", one.clone()));
+        let other_group = answer(crd, Ok(&def), &request("apps/v1", one.clone()));
         assert!(message(&other_group).contains("not in group"), "{other_group:?}");
-        let nobody = answer(crd, None, &request("examples.stencil.dev/v1alpha1", one));
+        let nobody = answer(
+            crd,
+            Err("no definition converts it"),
+            &request("examples.stencil.dev/v1alpha1", one),
+        );
         assert!(message(&nobody).contains("no definition"), "{nobody:?}");
     }
 }

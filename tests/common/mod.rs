@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod tls;
+
 use std::future::Future;
 use std::time::Duration;
 

@@ -289,6 +289,26 @@ fn parse_kind(text: &str) -> Option<Gvk> {
     Gvk::parse(api_version, kind).ok()
 }
 
+/// Whether `live` carries `def`'s versions: the same version names, the same storage
+/// version and the same schema for each. The conversion webhook converts a CRD's objects
+/// only with the definition it carries, so an edit refused as breaking (the CRD keeps the
+/// old schema) never converts with templates written for a schema the CRD does not have.
+pub fn carries(live: &CustomResourceDefinition, def: &CompiledDefinition) -> bool {
+    let Ok(Some(built)) = parent_crd(def, None) else {
+        return false;
+    };
+    let shape = |versions: &[CustomResourceDefinitionVersion]| {
+        let mut shape: Vec<_> = versions
+            .iter()
+            .map(|v| (v.name.clone(), v.storage, v.schema.clone()))
+            .collect();
+        shape.sort_by(|a, b| a.0.cmp(&b.0));
+        shape
+    };
+    crd_name(def).as_deref() == live.metadata.name.as_deref()
+        && shape(&live.spec.versions) == shape(&built.spec.versions)
+}
+
 /// Whether Stencil may write a live CRD: it installed it (Stencil's managed-by label), or
 /// its owner handed it over with the adoption annotation.
 pub fn is_ours(live: &CustomResourceDefinition) -> bool {

@@ -180,14 +180,15 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
     }
     needs.notes = rbac_notes;
     if !crd_names.is_empty() {
-        // Creating cannot be limited by name; reading and applying can.
+        // Creating cannot be limited by name; reading and applying can, and so can the
+        // webhook's watch of a converting CRD (it selects the CRD by its name).
         needs
             .cluster
             .grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
         needs.cluster.grant(
             "apiextensions.k8s.io",
             "customresourcedefinitions",
-            &["get", "patch"],
+            &["get", "list", "watch", "patch"],
             &crd_names,
         );
         needs.cluster.grant(

@@ -123,3 +123,30 @@ fn the_crd_records_every_child_kind_the_definition_ever_wrote() {
         "the record is rewritten in its normal form"
     );
 }
+
+#[test]
+fn a_live_crd_carries_the_definition_whose_versions_it_has() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../operators/website.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let compile = |text: &str| {
+        let (mut defs, diags) = crate::compile::compile_file(path, text);
+        assert!(diags.0.is_empty(), "{diags}");
+        defs.remove(0)
+    };
+    let def = compile(&text);
+    let (desired, _) = verdict(&def, None, None).unwrap().unwrap();
+    let live: CustomResourceDefinition = serde_json::from_value(desired).unwrap();
+    assert!(carries(&live, &def));
+    let retemplated = compile(&text.replace("domain: {{ object.spec.domains[0] | tojson }}", "domain: x"));
+    assert!(
+        carries(&live, &retemplated),
+        "templates are not part of what a CRD carries"
+    );
+    let renamed = compile(&text.replace("domains", "hosts"));
+    assert!(!carries(&live, &renamed), "a schema the CRD does not have");
+    let mut moved = live.clone();
+    for v in &mut moved.spec.versions {
+        v.storage = v.name == "v1beta1";
+    }
+    assert!(!carries(&moved, &def), "another storage version");
+}

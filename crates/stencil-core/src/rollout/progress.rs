@@ -178,10 +178,11 @@ pub enum Command {
     Pause,
     /// Let a paused rollout go on; its step starts again.
     Resume,
-    /// Return every parent to the revision before: during a rollout, the current one;
-    /// after it, `previous` (the revision that was current before).
+    /// Return every parent to the revision before the one it renders: during a rollout,
+    /// the current one; after it, `previous`. Repeatable: each undo after a rollout steps
+    /// one revision further back.
     Undo {
-        /// The revision that was current before the current one, if history holds it.
+        /// The revision before the one parents render now, if history holds it.
         previous: Option<String>,
     },
 }
@@ -249,8 +250,9 @@ pub fn command(
                 .as_deref()
                 .filter(|p| *p != status.current_revision)
                 .ok_or(CommandError::NothingToUndo)?;
+            // The updated revision stays the newest one, which keeps this state: a second
+            // undo reads it there and steps back once more, and a restart rebuilds it.
             let mut next = status.clone();
-            next.updated_revision = status.current_revision.clone();
             next.current_revision = previous.to_string();
             next.message = Some(format!("{UNDONE}: {} returned to {previous}", status.current_revision));
             roll_back(&mut next);

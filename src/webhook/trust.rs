@@ -1,0 +1,194 @@
+//! Rotating the webhook's certificate without a failed conversion: the converting CRDs
+//! are made to trust the new CA before the new certificate is served.
+//!
+//! When a replica's certificate changes (cert-manager renews it, the Secret is made
+//! again), it publishes the CA bundle the CRDs should trust (the new CA, then the one it
+//! served until now), waits until every converting CRD it reads trusts the new CA, and
+//! only then serves the new certificate. The leader writes the bundle it publishes into
+//! each converting CRD's `caBundle` ([`keep_trusted`]): replicas still serving the old
+//! certificate stay trusted meanwhile. A replica whose CRDs never come to trust the new
+//! CA (no leader rotates) serves it after [`TRUST_WAIT`] anyway, and says so.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt as _;
+use kube::api::{Api, Patch, PatchParams};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
+use tokio::sync::{mpsc, watch};
+
+use super::{Conversions, certs};
+use crate::crd::Webhook;
+use crate::leader::Leadership;
+
+/// How long a replica waits for the CRDs to trust its new CA before it serves it anyway.
+const TRUST_WAIT: Duration = Duration::from_secs(300);
+
+/// How often the leader and a waiting replica look at the CRDs again.
+const LOOK: Duration = Duration::from_millis(250);
+
+/// The certificates in a PEM bundle, as DER.
+fn ders(pem: &[u8]) -> Vec<Vec<u8>> {
+    CertificateDer::pem_slice_iter(pem)
+        .filter_map(Result::ok)
+        .map(|c| c.as_ref().to_vec())
+        .collect()
+}
+
+/// The bundle to trust while moving from `old` to `new`: `new`'s certificates, then
+/// `old`'s that `new` lacks.
+pub(super) fn bundle(new: &[u8], old: &[u8]) -> Vec<u8> {
+    let fresh = ders(new);
+    let mut out = new.to_vec();
+    if !out.is_empty() && !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    for der in ders(old).into_iter().filter(|d| !fresh.contains(d)) {
+        out.extend_from_slice(pem(&der).as_bytes());
+    }
+    out
+}
+
+/// One certificate as PEM.
+fn pem(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> = text
+        .as_bytes()
+        .chunks(64)
+        .map(|c| std::str::from_utf8(c).unwrap_or_default())
+        .collect();
+    format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    )
+}
+
+/// Whether `live`'s `caBundle` holds every certificate of `ca`.
+fn trusts(live: &CustomResourceDefinition, ca: &[u8]) -> bool {
+    let held = Webhook::of_live(live).map(|w| ders(&w.ca_bundle)).unwrap_or_default();
+    ders(ca).iter().all(|d| held.contains(d))
+}
+
+/// The converting CRDs that send their reviews to `endpoint`.
+fn ours(conversions: &Conversions, endpoint: &crate::crd::Endpoint) -> Vec<CustomResourceDefinition> {
+    conversions
+        .live_crds()
+        .into_iter()
+        .filter(|l| Webhook::of_live(l).is_some_and(|w| w.endpoint == *endpoint))
+        .collect()
+}
+
+/// Serves each certificate `fresh` brings once the CRDs trust its CA, publishing what they
+/// should trust on `trust`, until `fresh` ends.
+pub(super) async fn rotate(
+    mut current: certs::Certificates,
+    mut fresh: mpsc::UnboundedReceiver<certs::Certificates>,
+    tls: axum_server::tls_rustls::RustlsConfig,
+    trust: watch::Sender<Webhook>,
+    conversions: Conversions,
+    what: String,
+) {
+    while let Some(next) = fresh.recv().await {
+        if next == current {
+            continue;
+        }
+        let config = match certs::server_config(&next, &what) {
+            Ok(config) => config,
+            Err(e) => {
+                tracing::warn!(error = %e, "keeping the last webhook certificate");
+                continue;
+            }
+        };
+        let endpoint = trust.borrow().endpoint.clone();
+        trust.send_modify(|w| w.ca_bundle = bundle(&next.ca, &current.ca));
+        let deadline = tokio::time::Instant::now() + TRUST_WAIT;
+        while !ours(&conversions, &endpoint).iter().all(|l| trusts(l, &next.ca)) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(source = %what, "the converting CRDs do not trust the new webhook CA after {TRUST_WAIT:?}; serving it anyway");
+                break;
+            }
+            tokio::time::sleep(LOOK).await;
+        }
+        tls.reload_from_config(config);
+        tracing::info!(source = %what, "reloaded the webhook certificate");
+        current = next;
+    }
+}
+
+/// While this process leads, writes the bundle `trust` holds into the `caBundle` of each
+/// converting CRD that sends its reviews here and lacks part of it. `client` is the
+/// leader's (fenced); the write touches `caBundle` alone.
+pub async fn keep_trusted(
+    client: kube::Client,
+    leadership: Leadership,
+    mut trust: watch::Receiver<Webhook>,
+    conversions: Conversions,
+) {
+    let api: Api<CustomResourceDefinition> = Api::all(client);
+    loop {
+        if leadership.now() {
+            let webhook = trust.borrow_and_update().clone();
+            for live in ours(&conversions, &webhook.endpoint) {
+                if trusts(&live, &webhook.ca_bundle) {
+                    continue;
+                }
+                let patch = serde_json::json!({"spec": {"conversion": {"webhook": {"clientConfig": {
+                    "caBundle": k8s_openapi::ByteString(webhook.ca_bundle.clone())}}}}});
+                match api
+                    .patch(&live.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => tracing::info!(crd = %live.name_any(), "the CRD trusts the webhook's CA bundle"),
+                    Err(e) => {
+                        tracing::warn!(crd = %live.name_any(), error = %e, "cannot write the webhook's CA bundle; retrying")
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            changed = trust.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(LOOK * 4) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ca(host: &str) -> Vec<u8> {
+        certs::generate(&[host.to_string()]).unwrap().ca
+    }
+
+    fn crd(bundle: &[u8]) -> CustomResourceDefinition {
+        let webhook = Webhook {
+            endpoint: crate::crd::Endpoint::Url("https://127.0.0.1:9443".into()),
+            ca_bundle: bundle.to_vec(),
+        };
+        let def = crate::compile::compile_file(
+            "website.yaml",
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml")),
+        )
+        .0
+        .remove(0);
+        crate::crd::parent_crd(&def, Some(&webhook)).unwrap().unwrap()
+    }
+
+    #[test]
+    fn a_rotation_trusts_the_new_ca_and_the_old_one_until_it_is_served() {
+        let (old, new) = (ca("a.example"), ca("a.example"));
+        let both = bundle(&new, &old);
+        assert_eq!(ders(&both), [ders(&new), ders(&old)].concat());
+        assert_eq!(ders(&bundle(&new, &new)), ders(&new), "no certificate twice");
+        assert_eq!(
+            ders(&bundle(&new, &both)),
+            ders(&both),
+            "the old bundle's extras stay once"
+        );
+        assert!(trusts(&crd(&both), &new) && trusts(&crd(&both), &old));
+        assert!(!trusts(&crd(&old), &new), "a CRD that knows only the old CA");
+        assert!(!trusts(&crd(&old), &both));
+    }
+}
