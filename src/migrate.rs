@@ -35,6 +35,17 @@ pub enum MigrateError {
         /// What the API server said.
         source: kube::Error,
     },
+    /// A finished migration's StorageVersionMigration could not be deleted; the versions
+    /// it moved stay in `storedVersions` until it is.
+    #[error("migrating CRD {crd}: deleting the finished StorageVersionMigration {name}: {source}")]
+    Marker {
+        /// The CRD.
+        crd: String,
+        /// The StorageVersionMigration.
+        name: String,
+        /// What the API server said.
+        source: kube::Error,
+    },
     /// Discovery never showed the new storage version.
     #[error(
         "migrating CRD {crd}: the API server did not start storing at {version} within {}s",
@@ -108,6 +119,31 @@ impl Progress {
     }
 }
 
+/// One change of a CRD's storage version: from the versions objects may sit at, to the
+/// new one, at the CRD's generation. Its markers (the StorageVersionMigration's name and
+/// annotation, the rewrite's record on the CRD) name the switch, so a marker left by an
+/// earlier switch to the same version (v2, then v3, then v2 again) is never taken for
+/// this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Switch {
+    /// `<to>-<hash>`: the version moved to and 8 hex digits of what identifies the switch.
+    pub id: String,
+}
+
+impl Switch {
+    /// The switch from `from` (the stored versions other than `to`) to `to`, decided at
+    /// the CRD's `generation`.
+    pub fn new(from: &[String], to: &str, generation: i64) -> Switch {
+        let mut from = from.to_vec();
+        from.sort();
+        let digest = Sha256::digest(format!("{}>{to}@{generation}", from.join(",")).as_bytes());
+        let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+        Switch {
+            id: format!("{to}-{hex}"),
+        }
+    }
+}
+
 /// The `storageVersionHash` discovery shows for a resource stored at `group/version/kind`.
 pub fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
     let digest = Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
@@ -139,6 +175,11 @@ pub async fn run(
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let live = crds.get(&crd).await.map_err(fail)?;
     let live_annotations = live.metadata.annotations.clone().unwrap_or_default();
+    let switch = Switch::new(
+        &pending(def, &live),
+        &version,
+        live.metadata.generation.unwrap_or_default(),
+    );
     let nothing_pending = pending(def, &live).is_empty();
     let stored: Vec<String> = live.status.and_then(|s| s.stored_versions).unwrap_or_default();
     if nothing_pending {
@@ -155,15 +196,16 @@ pub async fn run(
     let plural = crd.split('.').next().unwrap_or_default();
     let mut migrated = 0;
     let by_cluster = method == Method::Auto && {
-        let name = cluster::name(&crd, &version);
+        let name = cluster::name(&crd, &switch);
         report(Progress {
             stored_versions: stored.clone(),
             migrated: 0,
             total: None,
             through: Some(name.clone()),
         });
-        match cluster::migrate(client, &def.parent.group, plural, &name).await {
+        match cluster::migrate(client, &def.parent.group, plural, &name, &switch).await {
             cluster::Outcome::Succeeded => true,
+            cluster::Outcome::Undeleted(source) => return Err(MigrateError::Marker { crd, name, source }),
             cluster::Outcome::Unavailable(why) => {
                 tracing::info!(
                     crd,
@@ -178,12 +220,12 @@ pub async fn run(
         let target = rewrite::Target {
             crds: &crds,
             crd: &crd,
-            switched_at: rewrite::switched_at(&live_annotations, &version),
+            switched_at: rewrite::switched_at(&live_annotations, &switch),
             resource: ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk(&def.parent.group, &version, &def.parent.kind),
                 plural,
             ),
-            version: &version,
+            switch: &switch,
         };
         migrated = rewrite::run(client, target, |done, total| {
             report(Progress {
@@ -205,13 +247,16 @@ pub async fn run(
         stored_versions: vec![version.clone()],
         migrated,
         total: None,
-        through: by_cluster.then(|| cluster::name(&crd, &version)),
+        through: by_cluster.then(|| cluster::name(&crd, &switch)),
     });
     Ok(())
 }
 
 /// Waits until discovery shows the resource stored at `version`, so that every rewrite
-/// lands there.
+/// lands there. Discovery is one API server's answer: with several API servers behind a
+/// load balancer, another may still store at the old version for as long as its CRD
+/// watch lags (usually well under a second), and the cluster offers no stable way to ask
+/// each (the StorageVersion API is alpha); the README says so.
 async fn wait_until_storing(
     client: &kube::Client,
     def: &CompiledDefinition,
@@ -263,6 +308,25 @@ mod tests {
         assert_eq!(
             p.message(),
             "every object is stored at v2 (migrated by StorageVersionMigration widgets.example.com-v2)"
+        );
+    }
+
+    #[test]
+    fn each_storage_switch_has_markers_of_its_own() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let first = Switch::new(&v(&["v1"]), "v2", 3);
+        let back = Switch::new(&v(&["v3"]), "v2", 9);
+        assert!(first.id.starts_with("v2-") && back.id.starts_with("v2-"));
+        assert_ne!(first, back, "v1 -> v2 and, later, v3 -> v2 are two switches");
+        assert_ne!(Switch::new(&v(&["v1"]), "v2", 4), first, "another generation");
+        assert_eq!(
+            Switch::new(&v(&["v3", "v1"]), "v2", 3),
+            Switch::new(&v(&["v1", "v3"]), "v2", 3)
+        );
+        assert_ne!(
+            cluster::name("widgets.example.com", &first),
+            cluster::name("widgets.example.com", &back),
+            "a StorageVersionMigration left by the first switch is not the second's"
         );
     }
 

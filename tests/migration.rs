@@ -208,11 +208,11 @@ async fn a_rewrite_killed_midway_resumes_without_starting_over() {
     };
     let kept = record(&crds.get(&crd_name).await.unwrap());
     assert!(
-        kept.as_deref().is_some_and(|r| r.starts_with("v2:")),
+        kept.as_deref().is_some_and(|r| r.starts_with("v2-") && r.contains(':')),
         "the switch is recorded: {kept:?}"
     );
     // What the first Stencil rewrote carries a resourceVersion past the switch.
-    let since: u64 = kept.unwrap()[3..].parse().unwrap();
+    let since: u64 = kept.unwrap().rsplit_once(':').unwrap().1.parse().unwrap();
     let listed = v1.list(&Default::default()).await.unwrap();
     let past = |w: &DynamicObject| {
         w.metadata

@@ -20,10 +20,12 @@ const PICKUP: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_secs(1);
 
 /// How the cluster's migration ended.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Outcome {
     /// Every object is stored at the storage version.
     Succeeded,
+    /// It succeeded, and its StorageVersionMigration could not be deleted after retries.
+    Undeleted(kube::Error),
     /// The cluster could not migrate; the reason, for the log.
     Unavailable(String),
 }
@@ -38,11 +40,15 @@ fn resource() -> ApiResource {
     }
 }
 
-/// The name of the migration of `crd` to `version`: one per target, so a restarted
-/// Stencil follows the migration it started instead of starting another.
-pub(super) fn name(crd: &str, version: &str) -> String {
-    format!("{crd}-{version}")
+/// The name of the migration of `crd` in `switch`: one per switch, so a restarted
+/// Stencil follows the migration it started instead of starting another, and never one
+/// an earlier switch left.
+pub(super) fn name(crd: &str, switch: &super::Switch) -> String {
+    format!("{crd}-{}", switch.id)
 }
+
+/// How often deleting a finished migration is tried before the migration reports it.
+const DELETE_TRIES: u32 = 5;
 
 /// The status of condition `type_` of a migration, when it has one.
 fn condition<'a>(svm: &'a Value, type_: &str) -> Option<(&'a str, &'a str)> {
@@ -67,10 +73,17 @@ fn judge(svm: &Value) -> Option<Outcome> {
     }
 }
 
-/// Migrates `group`'s resource `plural` through a StorageVersionMigration named `name`,
-/// and deletes it once it has ended (it is a one-shot request; a later migration of the
-/// same resource gets a fresh one).
-pub(super) async fn migrate(client: &kube::Client, group: &str, plural: &str, name: &str) -> Outcome {
+/// Migrates `group`'s resource `plural` through a StorageVersionMigration named `name`
+/// for `switch`, and deletes it once it has ended (it is a one-shot request; a later
+/// switch gets a fresh one). A delete that fails is tried again; a success whose
+/// migration cannot be deleted is [`Outcome::Undeleted`], so nothing is pruned on it.
+pub(super) async fn migrate(
+    client: &kube::Client,
+    group: &str,
+    plural: &str,
+    name: &str,
+    switch: &super::Switch,
+) -> Outcome {
     let served = client
         .list_api_group_resources("storagemigration.k8s.io/v1")
         .await
@@ -79,26 +92,54 @@ pub(super) async fn migrate(client: &kube::Client, group: &str, plural: &str, na
         return Outcome::Unavailable("the cluster does not serve storagemigration.k8s.io/v1".into());
     }
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    let outcome = follow(&api, group, plural, name).await;
-    if let Err(e) = api.delete(name, &DeleteParams::default()).await
-        && !matches!(&e, kube::Error::Api(s) if s.code == 404)
-    {
-        tracing::warn!(migration = name, error = %e, "could not delete the finished StorageVersionMigration");
+    let outcome = follow(&api, group, plural, name, switch).await;
+    for attempt in 1..=DELETE_TRIES {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 404 => break,
+            Err(e) if attempt == DELETE_TRIES => {
+                return match outcome {
+                    Outcome::Succeeded => Outcome::Undeleted(e),
+                    other => other,
+                };
+            }
+            Err(e) => {
+                tracing::warn!(migration = name, error = %e, "could not delete the finished StorageVersionMigration; trying again");
+                tokio::time::sleep(POLL * attempt).await;
+            }
+        }
     }
     outcome
 }
 
-async fn follow(api: &Api<DynamicObject>, group: &str, plural: &str, name: &str) -> Outcome {
+/// Whether `svm` was started by Stencil for `switch`.
+fn started_for(svm: &Value, switch: &super::Switch) -> bool {
+    svm.pointer("/metadata/annotations")
+        .and_then(|a| a.get(labels::STORAGE_SWITCH))
+        .and_then(Value::as_str)
+        == Some(switch.id.as_str())
+}
+
+async fn follow(api: &Api<DynamicObject>, group: &str, plural: &str, name: &str, switch: &super::Switch) -> Outcome {
     let unavailable =
         |what: &str, e: kube::Error| Outcome::Unavailable(format!("{what} StorageVersionMigration {name}: {e}"));
     let existing = match api.get_opt(name).await {
-        Ok(found) => found,
+        Ok(found) => found.map(|svm| serde_json::to_value(svm).unwrap_or_default()),
         Err(e) => return unavailable("reading", e),
     };
+    if let Some(svm) = &existing
+        && !started_for(svm, switch)
+    {
+        return Outcome::Unavailable(format!(
+            "StorageVersionMigration {name} exists and was not started by Stencil for this storage switch ({}); it is not trusted",
+            switch.id
+        ));
+    }
     if existing.is_none() {
         let svm: DynamicObject = match serde_json::from_value(json!({
             "apiVersion": "storagemigration.k8s.io/v1", "kind": "StorageVersionMigration",
-            "metadata": {"name": name, "labels": {labels::MANAGED_BY: labels::MANAGED_BY_VALUE}},
+            "metadata": {"name": name, "labels": {labels::MANAGED_BY: labels::MANAGED_BY_VALUE},
+                "annotations": {labels::STORAGE_SWITCH: switch.id}},
             "spec": {"resource": {"group": group, "resource": plural}}}))
         {
             Ok(svm) => svm,
@@ -138,18 +179,20 @@ mod tests {
     #[test]
     fn a_migration_ends_on_its_succeeded_or_failed_condition() {
         let with = |conditions: Value| json!({"status": {"conditions": conditions}});
-        assert_eq!(judge(&json!({})), None, "not taken up yet");
+        assert!(judge(&json!({})).is_none(), "not taken up yet");
         let running = with(json!([{"type": "Running", "status": "True", "message": ""}]));
-        assert_eq!(judge(&running), None);
+        assert!(judge(&running).is_none());
         let done = with(json!([{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}]));
-        assert_eq!(judge(&done), Some(Outcome::Succeeded));
+        assert!(matches!(judge(&done), Some(Outcome::Succeeded)));
         let failed = with(json!([{"type": "Failed", "status": "True", "message": "resource not found"}]));
-        assert_eq!(
-            judge(&failed),
-            Some(Outcome::Unavailable(
-                "the cluster's migration failed: resource not found".into()
-            ))
+        assert!(
+            matches!(judge(&failed), Some(Outcome::Unavailable(m)) if m == "the cluster's migration failed: resource not found")
         );
-        assert_eq!(name("widgets.example.com", "v2"), "widgets.example.com-v2");
+        let switch = super::super::Switch::new(&["v1".to_string()], "v2", 1);
+        let ours = json!({"metadata": {"annotations": {labels::STORAGE_SWITCH: switch.id}}});
+        assert!(started_for(&ours, &switch));
+        let other = super::super::Switch::new(&["v3".to_string()], "v2", 7);
+        assert!(!started_for(&ours, &other), "a migration of another switch");
+        assert!(!started_for(&json!({}), &switch), "one Stencil did not start");
     }
 }

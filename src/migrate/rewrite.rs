@@ -27,14 +27,15 @@ pub(super) struct Target<'a> {
     pub switched_at: Option<u64>,
     /// The parent resource at the storage version.
     pub resource: ApiResource,
-    /// The storage version.
-    pub version: &'a str,
+    /// The storage switch the rewrite carries out.
+    pub switch: &'a super::Switch,
 }
 
-/// The revision an earlier rewrite to `version` recorded on the CRD, if any.
-pub(super) fn switched_at(annotations: &BTreeMap<String, String>, version: &str) -> Option<u64> {
-    let (at, revision) = annotations.get(SWITCHED_AT)?.split_once(':')?;
-    (at == version).then(|| revision.parse().ok())?
+/// The revision an earlier rewrite of `switch` recorded on the CRD, if any: a record
+/// of another switch (even to the same version) is not this one's.
+pub(super) fn switched_at(annotations: &BTreeMap<String, String>, switch: &super::Switch) -> Option<u64> {
+    let (at, revision) = annotations.get(SWITCHED_AT)?.rsplit_once(':')?;
+    (at == switch.id).then(|| revision.parse().ok())?
 }
 
 /// Whether an object at `resource_version` was written after `since`, so it is stored
@@ -59,7 +60,7 @@ pub(super) async fn run(
         None => {
             let now = api.list_metadata(&ListParams::default().limit(1)).await?;
             let since = now.metadata.resource_version.unwrap_or_default().parse().unwrap_or(0);
-            annotate(&target, Some(format!("{}:{since}", target.version))).await?;
+            annotate(&target, Some(format!("{}:{since}", target.switch.id))).await?;
             since
         }
     };
@@ -119,13 +120,17 @@ mod tests {
             "what cannot be compared is rewritten"
         );
         assert!(!written_since(None, 100));
-        let record = BTreeMap::from([(SWITCHED_AT.to_string(), "v2:4711".to_string())]);
-        assert_eq!(switched_at(&record, "v2"), Some(4711));
+        let switch = super::super::Switch::new(&["v1".to_string()], "v2", 2);
+        let record = BTreeMap::from([(SWITCHED_AT.to_string(), format!("{}:4711", switch.id))]);
+        assert_eq!(switched_at(&record, &switch), Some(4711));
+        let again = super::super::Switch::new(&["v3".to_string()], "v2", 6);
         assert_eq!(
-            switched_at(&record, "v3"),
+            switched_at(&record, &again),
             None,
-            "a record of another target is not resumed"
+            "a record of an earlier switch to the same version is not resumed"
         );
-        assert_eq!(switched_at(&BTreeMap::new(), "v2"), None);
+        let old = BTreeMap::from([(SWITCHED_AT.to_string(), "v2:4711".to_string())]);
+        assert_eq!(switched_at(&old, &switch), None, "nor a record that names no switch");
+        assert_eq!(switched_at(&BTreeMap::new(), &switch), None);
     }
 }

@@ -149,9 +149,7 @@ pub async fn start(
     };
     listener.set_nonblocking(true).map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
-    let app = Router::new()
-        .route("/convert/{crd}", post(convert))
-        .with_state(App { conversions, metrics });
+    let app = router(App { conversions, metrics });
     let server = axum_server::from_tcp_rustls(listener, tls).map_err(bind_error)?;
     let server = Owned::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {
@@ -168,26 +166,36 @@ pub async fn start(
     })
 }
 
+/// The webhook's routes: `/convert/<crd>`, with bodies up to [`MAX_REVIEW_BYTES`].
+fn router(app: App) -> Router {
+    Router::new()
+        .route("/convert/{crd}", post(convert))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(app)
+}
+
 /// One ConversionReview, converted on the blocking pool: templates may run long.
 async fn convert(State(app): State<App>, Path(crd): Path<String>, body: Bytes) -> impl axum::response::IntoResponse {
     let started = std::time::Instant::now();
     let def = lookup(&app.conversions, &crd).await;
-    let review = tokio::task::spawn_blocking(move || answer(&crd, def.as_deref().map_err(String::as_str), &body))
-        .await
-        .map_or_else(
-            |e| {
-                serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+    let deadline = started + REVIEW_DEADLINE;
+    let review =
+        tokio::task::spawn_blocking(move || answer(&crd, def.as_deref().map_err(String::as_str), &body, deadline))
+            .await
+            .map_or_else(
+                |e| {
+                    serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
                 "response": {"uid": "", "result": {"status": "Failure", "message": format!("conversion failed: {e}")}}})
-            },
-            |review| {
-                let result = if succeeded(&review) { "success" } else { "failure" };
-                app.metrics
-                    .conversion_reviews_total
-                    .get_or_create(&ResultLabel { result: result.into() })
-                    .inc();
-                serde_json::to_value(review).unwrap_or_default()
-            },
-        );
+                },
+                |review| {
+                    let result = if succeeded(&review) { "success" } else { "failure" };
+                    app.metrics
+                        .conversion_reviews_total
+                        .get_or_create(&ResultLabel { result: result.into() })
+                        .inc();
+                    serde_json::to_value(review).unwrap_or_default()
+                },
+            );
     app.metrics
         .conversion_review_seconds
         .observe(started.elapsed().as_secs_f64());
@@ -217,6 +225,18 @@ async fn lookup(conversions: &Conversions, crd: &str) -> Result<Arc<crate::compi
         }
     }
 }
+
+/// How long one review may take, waiting for its CRD included: under the 30 s the API
+/// server gives a conversion webhook, so the answer still counts.
+const REVIEW_DEADLINE: std::time::Duration = std::time::Duration::from_secs(25);
+
+/// The largest ConversionReview accepted. The API server sends one object a review (a
+/// list of 30 objects of 100 KiB read at a spoke version, from its cache or at an exact
+/// resourceVersion from etcd, never made a review larger than one object on the rig),
+/// and an object may be as large as the API server's 3 MiB request limit, beyond the
+/// HTTP layer's 2 MB default; 32 MiB leaves room for a server that batches, and still
+/// bounds what one review may hold in memory.
+const MAX_REVIEW_BYTES: usize = 32 * 1024 * 1024;
 
 /// How long a review waits for the first read of its CRD.
 const FIRST_READ: std::time::Duration = std::time::Duration::from_secs(10);
@@ -269,5 +289,51 @@ async fn watch_secret(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "watching the webhook certificate's Secret"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt as _;
+
+    #[tokio::test]
+    async fn a_review_as_large_as_the_api_servers_largest_object_is_read_and_answered() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml");
+        let (mut defs, _) = crate::compile::compile_file(path, &std::fs::read_to_string(path).unwrap());
+        let def = defs.remove(0);
+        let conversions = Conversions::new();
+        let origin = crate::source::Origin::File {
+            path: path.into(),
+            name: def.name.clone(),
+        };
+        let live = crate::crd::parent_crd(&def, None).unwrap();
+        conversions.observe(&crate::source::SourceEvent::Upsert(origin, Box::new(def)));
+        conversions.observe_crd("websites.examples.stencil.dev", live);
+        let app = router(App {
+            conversions,
+            metrics: Arc::new(Metrics::new()),
+        });
+        // A 3 MiB object, the API server's request limit.
+        let review = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "u", "desiredAPIVersion": "examples.stencil.dev/v1alpha1",
+                "objects": [{"apiVersion": "examples.stencil.dev/v1", "kind": "Website",
+                    "metadata": {"name": "big", "namespace": "web"},
+                    "spec": {"content": {"index.html": "x".repeat(3 << 20)}, "domains": ["big.example"]}}]}});
+        let request = axum::http::Request::post("/convert/websites.examples.stencil.dev")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(serde_json::to_vec(&review).unwrap()))
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), axum::http::StatusCode::OK);
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        // Read whole and answered: the render limit, not the HTTP layer, refuses it, and
+        // says so on the API server's error.
+        let message = answer["response"]["result"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("converting Website web/big") && message.contains("more than the limit of 1048576"),
+            "{answer}"
+        );
     }
 }

@@ -8,8 +8,15 @@ use serde_json::Value;
 use crate::compile::CompiledDefinition;
 
 /// The review answering `body`, a ConversionReview for CRD `crd`, with `def` the
-/// definition that converts it, or why none does.
-pub fn answer(crd: &str, def: Result<&CompiledDefinition, &str>, body: &[u8]) -> ConversionReview {
+/// definition that converts it, or why none does. Objects are converted one by one
+/// until `deadline`: a review that would outlive it fails, saying how far it got, so no
+/// render goes on after the API server has given up on the answer.
+pub fn answer(
+    crd: &str,
+    def: Result<&CompiledDefinition, &str>,
+    body: &[u8],
+    deadline: std::time::Instant,
+) -> ConversionReview {
     let review: ConversionReview = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return invalid(format!("malformed ConversionReview: {e}")),
@@ -42,7 +49,16 @@ pub fn answer(crd: &str, def: Result<&CompiledDefinition, &str>, body: &[u8]) ->
     }
     let converted: Result<Vec<Value>, String> = objects
         .iter()
-        .map(|o| crate::convert::convert(def, o, &version).map_err(|e| e.to_string()))
+        .enumerate()
+        .map(|(i, o)| {
+            if std::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "converting CRD {crd}'s objects took too long: {i} of {} converted before the review's deadline",
+                    objects.len()
+                ));
+            }
+            crate::convert::convert(def, o, &version).map_err(|e| e.to_string())
+        })
         .collect();
     let review = match converted {
         Ok(objects) => response.success(objects).into_review(),
@@ -100,6 +116,11 @@ mod tests {
                "metadata": {"name": "docs", "namespace": "web"}, "spec": spec})
     }
 
+    /// A deadline no test reaches.
+    fn later() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
     fn message(review: &ConversionReview) -> String {
         review.response.as_ref().unwrap().result.message.clone()
     }
@@ -120,7 +141,7 @@ mod tests {
                 ),
             ]),
         );
-        let review = answer("websites.examples.stencil.dev", Ok(&def), &body);
+        let review = answer("websites.examples.stencil.dev", Ok(&def), &body, later());
         assert!(succeeded(&review), "{review:?}");
         let response = review.response.unwrap();
         assert_eq!(response.uid, "r1");
@@ -133,24 +154,35 @@ mod tests {
     fn bad_input_is_a_failure_that_says_why() {
         let def = website();
         let crd = "websites.examples.stencil.dev";
-        let malformed = answer(crd, Ok(&def), b"{not json");
+        let malformed = answer(crd, Ok(&def), b"{not json", later());
         assert!(!succeeded(&malformed));
         assert!(message(&malformed).contains("malformed ConversionReview"));
         assert_eq!(malformed.types.kind, "ConversionReview");
 
         let one = json!([site("examples.stencil.dev/v1", json!({"content": {}}))]);
-        let unknown = answer(crd, Ok(&def), &request("examples.stencil.dev/v9", one.clone()));
+        let unknown = answer(crd, Ok(&def), &request("examples.stencil.dev/v9", one.clone()), later());
         assert!(
             message(&unknown).contains("examples.stencil.dev/v9 is not a version"),
             "{unknown:?}"
         );
-        let other_group = answer(crd, Ok(&def), &request("apps/v1", one.clone()));
+        let other_group = answer(crd, Ok(&def), &request("apps/v1", one.clone()), later());
         assert!(message(&other_group).contains("not in group"), "{other_group:?}");
         let nobody = answer(
             crd,
             Err("no definition converts it"),
-            &request("examples.stencil.dev/v1alpha1", one),
+            &request("examples.stencil.dev/v1alpha1", one.clone()),
+            later(),
         );
         assert!(message(&nobody).contains("no definition"), "{nobody:?}");
+        let late = answer(
+            crd,
+            Ok(&def),
+            &request("examples.stencil.dev/v1alpha1", one),
+            std::time::Instant::now(),
+        );
+        assert!(
+            message(&late).contains("0 of 1 converted before the review's deadline"),
+            "{late:?}"
+        );
     }
 }

@@ -24,9 +24,15 @@ pub const ADOPT_CRD: &str = "stencil.dev/adopt";
 pub const CHILD_KINDS: &str = "stencil.dev/child-kinds";
 
 /// Annotation on a parent CRD while Stencil rewrites its objects to a new storage
-/// version: `<version>:<resourceVersion>`, the version and the list's resourceVersion
-/// when the rewrite began, so a restarted rewrite skips what is stored anew already.
+/// version: `<switch>:<resourceVersion>`, the storage switch (see [`STORAGE_SWITCH`]) and
+/// the list's resourceVersion when the rewrite began, so a restarted rewrite of the same
+/// switch skips what is stored anew already.
 pub const STORAGE_SWITCHED_AT: &str = "stencil.dev/storage-switched-at";
+
+/// Annotation on a `StorageVersionMigration` Stencil creates: the storage switch it
+/// migrates (`<version>-<hash>` of the versions moved from, the version moved to and the
+/// CRD's generation), so one left from another switch is never taken for this one.
+pub const STORAGE_SWITCH: &str = "stencil.dev/storage-switch";
 
 /// The parent's name, for children that cannot carry an ownerReference.
 pub const PARENT_NAME: &str = "stencil.dev/parent-name";

@@ -92,4 +92,22 @@ mod tests {
         let after = json!({"spec": {"a": 1, "b": {"c": [1]}, "d": 2}});
         assert_eq!(lost_fields(&before, &after), vec![".spec.b.c", ".spec.d", ".status"]);
     }
+
+    #[test]
+    fn a_list_comes_back_whole_or_is_replaced_whole() {
+        // v1 adds `appProtocol` to each port; the old version shows ports without it.
+        let saved = json!({"ports": [{"port": 80, "appProtocol": "http"}, {"port": 443, "appProtocol": "https"}]});
+        let base = json!({"ports": [{"port": 80}, {"port": 443}]});
+        assert_eq!(
+            r(saved.clone(), base.clone(), base.clone()),
+            saved,
+            "left alone: restored whole"
+        );
+        let edited = json!({"ports": [{"port": 80}, {"port": 8443}]});
+        assert_eq!(
+            r(saved, base, edited.clone()),
+            edited,
+            "one item edited: the list is replaced, every item's hub-only field goes"
+        );
+    }
 }
