@@ -23,9 +23,9 @@ pub enum RevisionError {
         definition: String,
         /// Stencil's namespace.
         namespace: String,
-        /// The API server's answer.
+        /// The API server's answer (boxed: it is large, and this error is returned often).
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// A revision holds something that is not a definition spec.
     #[error("ControllerRevision {name} holds no definition spec: {source}")]
@@ -104,7 +104,7 @@ impl Revisions {
             action,
             definition: self.definition.clone(),
             namespace: self.namespace.clone(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -124,7 +124,7 @@ impl Revisions {
         for object in list.items {
             // The label can be shared by two long names cut to the same value.
             if object.name_any().starts_with(&self.definition) {
-                kept.push(read_revision(object).map_err(|e| *e)?);
+                kept.push(read_revision(object)?);
             }
         }
         kept.sort_by_key(|r| r.number);
@@ -172,7 +172,7 @@ impl Revisions {
                     .patch(&r.name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
                     .map_err(self.failed("patch"))?;
-                read_revision(patched).map_err(|e| *e)?
+                read_revision(patched)?
             }
             None => self.create(spec, newest + 1, before.as_ref(), now).await?,
         };
@@ -220,7 +220,7 @@ impl Revisions {
             Err(kube::Error::Api(s)) if s.code == 409 => self.api.get(&name).await.map_err(self.failed("get"))?,
             Err(e) => return Err(self.failed("create")(e)),
         };
-        let mut revision = read_revision(created).map_err(|e| *e)?;
+        let mut revision = read_revision(created)?;
         if revision.rollout.is_none() {
             self.save(&name, &rollout, None).await?;
             revision.rollout = Some(rollout);
@@ -292,13 +292,11 @@ fn state_text(rollout: &RolloutStatus) -> String {
 }
 
 /// A `ControllerRevision` read back: its name, number, spec and saved state.
-fn read_revision(object: ControllerRevision) -> Result<Revision, Box<RevisionError>> {
+fn read_revision(object: ControllerRevision) -> Result<Revision, RevisionError> {
     let name = object.name_any();
-    let spec = serde_json::from_value(object.data.0["spec"].clone()).map_err(|source| {
-        Box::new(RevisionError::Data {
-            name: name.clone(),
-            source,
-        })
+    let spec = serde_json::from_value(object.data.0["spec"].clone()).map_err(|source| RevisionError::Data {
+        name: name.clone(),
+        source,
     })?;
     let rollout = object
         .metadata

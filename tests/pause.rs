@@ -211,3 +211,58 @@ async fn a_paused_definition_holds_every_parent() {
     w.wait_cm("a", "converged once the definition is unpaused", |d| d["size"] == "2")
         .await;
 }
+
+#[tokio::test]
+async fn removing_the_definition_leaves_paused_parents_their_finalizers() {
+    let w = World::new().await;
+    for name in ["kept", "held", "gone"] {
+        w.create(name).await;
+    }
+    for name in ["held", "gone"] {
+        w.patch(
+            name,
+            json!({"metadata": {"annotations": {"stencil.dev/paused": "true"}}}),
+        )
+        .await;
+        w.wait_condition(name, "Paused", paused("on this parent")).await;
+    }
+    w.widgets.delete("gone", &DeleteParams::default()).await.unwrap();
+    w.wait_condition("gone", "Paused", paused("the deletion waits")).await;
+    w.stencil.take_writes();
+
+    std::fs::remove_file(w.dir.path().join("widgets.yaml")).unwrap();
+    let finalized = |p: &DynamicObject| {
+        p.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == "stencil.dev/finalizer")
+    };
+    wait_for(
+        "the unpaused parent to be released",
+        Duration::from_secs(120),
+        || async { (!finalized(&w.widgets.get("kept").await.ok()?)).then_some(()) },
+    )
+    .await;
+    // The release holds the parents' watch until it is done: no kind watched, all released.
+    wait_for("the release to finish", TIMEOUT, || async {
+        (w.stencil.metrics.watched_kinds.get() == 0).then_some(())
+    })
+    .await;
+    assert!(
+        finalized(&w.widgets.get("held").await.unwrap()),
+        "the paused parent keeps its finalizer"
+    );
+    let gone = w.widgets.get("gone").await.unwrap();
+    assert!(finalized(&gone), "the paused parent being deleted keeps its finalizer");
+    let writes = w.stencil.take_writes();
+    let paused_writes: Vec<_> = writes
+        .iter()
+        .filter(|x| x.contains("/widgets/held") || x.contains("/widgets/gone") || x.contains("configmaps/"))
+        .collect();
+    assert_eq!(
+        paused_writes,
+        Vec::<&String>::new(),
+        "writes for paused parents or children"
+    );
+}

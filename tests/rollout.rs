@@ -10,7 +10,9 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{Stencil, TestNamespace, child, client, definition, start_stencil_options, unique_group, wait_for};
+use common::{
+    Stencil, TestNamespace, child, client, definition, never_ready, start_stencil_options, unique_group, wait_for,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -29,15 +31,6 @@ fn versioned(version: &str) -> String {
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ parent.metadata.name }}}}-cm\ndata:\n  version: \"{version}\""
         ),
     )
-}
-
-/// A second child whose readiness rule never holds.
-fn never_ready() -> String {
-    let gate = child(
-        "gate",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-gate\ndata:\n  open: \"no\"",
-    );
-    format!("{gate}      readyWhen: \"$.data.never\"\n")
 }
 
 struct World {

@@ -101,10 +101,9 @@ impl Writer {
 async fn wait_serving(port: u16, ca: &[u8], leaf: &[u8], stencil: &Process) -> tokio::time::Instant {
     wait_for("the new certificate served", TIMEOUT, || async {
         let (ca, leaf) = (ca.to_vec(), leaf.to_vec());
-        let presented =
-            tokio::task::spawn_blocking(move || std::panic::catch_unwind(|| presented_certificate(port, &ca)).ok())
-                .await
-                .unwrap();
+        let presented = tokio::task::spawn_blocking(move || presented_certificate(port, &ca))
+            .await
+            .unwrap();
         (presented.as_deref() == Some(leaf.as_slice())).then(tokio::time::Instant::now)
     })
     .await;
@@ -135,10 +134,9 @@ async fn assert_trusted(client: &kube::Client, crd: &str, port: u16, leaf: &[u8]
         .ca_bundle
         .unwrap()
         .0;
-    let presented =
-        tokio::task::spawn_blocking(move || std::panic::catch_unwind(|| presented_certificate(port, &bundle)).ok())
-            .await
-            .unwrap();
+    let presented = tokio::task::spawn_blocking(move || presented_certificate(port, &bundle))
+        .await
+        .unwrap();
     assert_eq!(
         presented.as_deref(),
         Some(leaf),
@@ -167,19 +165,7 @@ async fn a_secret_made_again_by_a_restarted_replica_rotates_with_no_failed_conve
     website(&group, &defs);
     // The API server calls the leader; the standby restarts first and makes the Secret.
     let (leading, standing) = (free_port(), free_port());
-    let args = |port: u16| {
-        vec![
-            format!("--definitions={}", defs.display()),
-            format!("--namespace={}", ns.name),
-            "--no-cluster-definitions".to_string(),
-            "--leader-elect".to_string(),
-            format!("--leader-election-id=stencil-{}", &group[..9]),
-            format!("--leader-election-namespace={}", ns.name),
-            format!("--webhook-addr=127.0.0.1:{port}"),
-            format!("--webhook-url=https://127.0.0.1:{leading}"),
-            "--webhook-secret=webhook-cert".to_string(),
-        ]
-    };
+    let args = |port: u16| common::tls::webhook_replica_args(&defs, &ns.name, &group, port, leading);
     let env = [("POD_NAMESPACE", ns.name.clone())];
     let kubeconfig = common::kubeconfig_path();
     let leader = spawn_stencil_env(&args(leading), &kubeconfig, dir.path().join("a.log"), &env);

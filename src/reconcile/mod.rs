@@ -23,6 +23,7 @@ pub use collect::strays;
 pub use context::{Context, Decorated};
 pub use error::{Operation, ReconcileError};
 pub use finalize::release;
+pub use pause::paused_by;
 pub use rollout::{Split, Stable};
 
 use std::sync::Arc;
@@ -126,7 +127,7 @@ async fn reconcile_inner(parent: &Arc<DynamicObject>, ctx: &Arc<Context>) -> Res
     if let Some(action) = shard::gate(ctx, parent).await? {
         return Ok(action);
     }
-    if let Some(by) = pause::paused_by(ctx, parent) {
+    if let Some(by) = pause::paused_by(&ctx.def, parent) {
         return Ok(pause::hold(ctx, parent, by).await);
     }
     let decorator = ctx.def.spec.is_decorator();
@@ -324,7 +325,7 @@ async fn collect_deleted(ctx: Arc<Context>) {
                 if collect::is_gone(&ctx, &parent) {
                     ctx.forget(&ctx.parent_ref(&parent));
                     // Held still: the garbage collector, not Stencil, removes what it owned.
-                    if pause::paused_by(&ctx, &parent).is_some() {
+                    if pause::paused_by(&ctx.def, &parent).is_some() {
                         return;
                     }
                     if !shard::deleted(&ctx, &parent).await {

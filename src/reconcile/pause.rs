@@ -8,22 +8,23 @@ use kube::runtime::controller::Action;
 
 use super::context::describe_object;
 use super::{Context, status};
+use crate::compile::CompiledDefinition;
 use crate::labels;
 
 /// Who holds a parent still.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum PausedBy {
+pub enum PausedBy {
     /// The annotation on the parent itself.
     Parent,
     /// The annotation on its definition.
     Definition,
 }
 
-/// Whether `parent` is held still, and by whom.
-pub(super) fn paused_by(ctx: &Context, parent: &DynamicObject) -> Option<PausedBy> {
+/// Whether `parent` of `def` is held still, and by whom.
+pub fn paused_by(def: &CompiledDefinition, parent: &DynamicObject) -> Option<PausedBy> {
     if labels::paused(parent.metadata.annotations.as_ref()) {
         Some(PausedBy::Parent)
-    } else if ctx.def.paused {
+    } else if def.paused {
         Some(PausedBy::Definition)
     } else {
         None

@@ -1,6 +1,9 @@
 //! Releasing the parents of a kind that no definition serves any more: Stencil's
 //! finalizer comes off every parent, so none is left undeletable, after the parents being
-//! deleted have been torn down as the definition says.
+//! deleted have been torn down as the definition says. A paused parent (or every parent
+//! of a paused definition) gets no write, the release included: it keeps its finalizer,
+//! so the children the garbage collector cannot reach (other namespaces, cluster-scoped)
+//! are not leaked by a teardown the pause held back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +22,7 @@ const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
 /// Removes Stencil's finalizer from every parent of a definition that nobody serves any
 /// more, so no parent is left undeletable. Parents being deleted are torn down first, as
 /// the definition says, so their children that the garbage collector cannot reach do not
-/// leak.
+/// leak. Paused parents are left as they are.
 pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
     let parents = match shell.watches.acquire(&def.parent, share(&shell, &def), &def.name).await {
         Ok(p) => p,
@@ -28,15 +31,25 @@ pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) 
             return;
         }
     };
+    let held = |p: &DynamicObject| reconcile::paused_by(&def, p).is_some();
+    let paused: Vec<String> = parents
+        .objects()
+        .iter()
+        .filter(|p| held(p))
+        .map(|p| p.name_any())
+        .collect();
+    if !paused.is_empty() {
+        tracing::warn!(definition = %def.name, parents = ?paused, "paused parents keep Stencil's finalizer: nothing serves them until a definition for the kind is applied again, unpaused");
+    }
     let deleting: Vec<_> = parents
         .objects()
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_some())
+        .filter(|p| p.metadata.deletion_timestamp.is_some() && !held(p))
         .collect();
     if !deleting.is_empty() {
         finish_teardowns(&shell, &def, deleting).await;
     }
-    for parent in parents.objects() {
+    for parent in parents.objects().into_iter().filter(|p| !held(p)) {
         let namespace = parent.namespace();
         let api = crate::discovery::api(&shell.client, namespace.as_deref(), &parents.resolved.resource);
         if let Err(e) = reconcile::release(&api, &parent).await {

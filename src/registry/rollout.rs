@@ -9,13 +9,14 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 
 use super::report::Report;
-use super::shell::Shell;
+use super::shell::{Shell, sharded};
 use crate::compile::CompiledDefinition;
 use crate::definition::{OperatorDefinition, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::metrics::{self, RevisionLabels};
 use crate::reconcile::{Context, Split, Stable};
 use crate::revisions::{Kept, Revisions};
-use crate::rollout::{Decision, decide, settle};
+use crate::rollout::{Decision, Health, ShareReport, across, decide, settle};
+use crate::sharding::health;
 use crate::source::Origin;
 
 /// Keeps the definition's revision (the leader) or reads it (a replica that does not
@@ -89,6 +90,8 @@ pub(super) struct Driver {
     looks: std::sync::atomic::AtomicU64,
     /// The state last counted in the metrics.
     counted: std::sync::Mutex<Option<RolloutStatus>>,
+    /// The report last written on this member's Lease, when parents are sharded.
+    published: std::sync::Mutex<Option<ShareReport>>,
     /// The metrics' labels set so far, removed when the driver goes.
     labels: std::sync::Mutex<Vec<RevisionLabels>>,
     metrics: Arc<crate::metrics::Metrics>,
@@ -121,6 +124,7 @@ impl Driver {
             origin: origin.clone(),
             looks: std::sync::atomic::AtomicU64::new(0),
             counted: std::sync::Mutex::new(None),
+            published: std::sync::Mutex::new(None),
             labels: std::sync::Mutex::new(Vec::new()),
             metrics: shell.metrics.clone(),
         })
@@ -156,11 +160,18 @@ impl Driver {
             }
         };
         self.count(shell, ctx, &state);
-        // A paused definition holds its rollout where it is, as it holds its parents.
-        if !moving || !shell.leadership.now() || self.def.paused {
+        if !moving {
             return;
         }
         let Some(health) = ctx.rollout_health() else { return };
+        self.report(shell, &state, &health).await;
+        // A paused definition holds its rollout where it is, as it holds its parents.
+        if !shell.leadership.now() || self.def.paused {
+            return;
+        }
+        let Some(health) = self.across_ring(shell, &state, health).await else {
+            return;
+        };
         let decision = decide(&self.def.spec.rollout, &state, &health, elapsed(&state));
         if matches!(decision, Decision::Wait(_)) {
             return;
@@ -187,6 +198,40 @@ impl Driver {
                 .await;
         }
         self.adopt(shell, ctx, next).await;
+    }
+
+    /// Writes this member's share of the step onto its Lease when it changed, so the
+    /// leader judges the step on the whole ring.
+    async fn report(&self, shell: &Shell, state: &RolloutStatus, health: &Health) {
+        let Some(member) = sharded(shell, &self.def) else {
+            return;
+        };
+        let report = ShareReport::of(state, health);
+        if self.published.lock().expect("published report").as_ref() == Some(&report) {
+            return;
+        }
+        match health::publish(&shell.client, member, &self.def.name, &report).await {
+            Ok(()) => *self.published.lock().expect("published report") = Some(report),
+            Err(e) => {
+                tracing::warn!(definition = %self.def.name, error = %e, "could not report the rollout's health on the membership Lease")
+            }
+        }
+    }
+
+    /// The step's health over the whole ring when parents are sharded: this member's own
+    /// and every other member's report. None when the reports cannot be read: the step
+    /// waits.
+    async fn across_ring(&self, shell: &Shell, state: &RolloutStatus, own: Health) -> Option<Health> {
+        let Some(member) = sharded(shell, &self.def) else {
+            return Some(own);
+        };
+        match health::others(&shell.client, member, &self.def.name).await {
+            Ok(others) => Some(across(state, own, others.iter().map(|(m, r)| (m.as_str(), r.as_ref())))),
+            Err(e) => {
+                tracing::warn!(definition = %self.def.name, error = %e, "could not read the ring's rollout reports; the step waits");
+                None
+            }
+        }
     }
 
     /// Serves `next`: the current revision's definition compiled when it changed, the

@@ -35,9 +35,9 @@ pub struct Shell {
     pub instance: Option<String>,
     /// Stencil's own namespace, where definition revisions are kept; none keeps none.
     pub home: Option<String>,
-    /// This member's name when parents are sharded between replicas; it watches and
-    /// reconciles only its own share.
-    pub shard: Option<String>,
+    /// This member when parents are sharded between replicas; it watches and reconciles
+    /// only its own share.
+    pub shard: Option<crate::sharding::Member>,
     /// Whether this process installs CRDs, migrates storage and serves decorators.
     pub leadership: crate::leader::Leadership,
 }
@@ -79,14 +79,14 @@ pub(super) async fn resolve(
     )
     .serving(watches.namespaces())
     .reporting_as(shell.instance.clone())
-    .sharded_as(sharded(shell, def)))
+    .sharded_as(sharded(shell, def).map(|m| m.name.as_str())))
 }
 
-/// This member's name when the definition's parents are sharded: a composite's are, a
+/// This member when the definition's parents are sharded: a composite's are, a
 /// decorator's are not (its parents belong to others, and the sharder would have to
 /// label them; the leader serves it whole).
-fn sharded<'s>(shell: &'s Shell, def: &CompiledDefinition) -> Option<&'s str> {
-    shell.shard.as_deref().filter(|_| !def.spec.is_decorator())
+pub(super) fn sharded<'s>(shell: &'s Shell, def: &CompiledDefinition) -> Option<&'s crate::sharding::Member> {
+    shell.shard.as_ref().filter(|_| !def.spec.is_decorator())
 }
 
 /// Which parents a definition's watch sees, selected by the API server so nothing else
@@ -102,7 +102,7 @@ fn parent_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
 /// share when sharded.
 pub(super) fn share(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
     match sharded(shell, def) {
-        Some(member) => WatchSelection::Labels(format!("{}={member}", labels::SHARD)),
+        Some(member) => WatchSelection::Labels(format!("{}={}", labels::SHARD, member.name)),
         None => WatchSelection::All,
     }
 }
@@ -112,10 +112,11 @@ pub(super) fn share(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
 fn child_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
     match sharded(shell, def) {
         Some(member) => WatchSelection::Labels(format!(
-            "{}={},{}={member}",
+            "{}={},{}={}",
             labels::MANAGED_BY,
             labels::MANAGED_BY_VALUE,
-            labels::SHARD
+            labels::SHARD,
+            member.name
         )),
         None => WatchSelection::Managed,
     }

@@ -313,7 +313,11 @@ impl Runtime {
                 .leader
                 .as_ref()
                 .filter(|_| options.sharding)
-                .map(|l| l.identity.clone()),
+                .map(|l| sharding::Member {
+                    name: l.identity.clone(),
+                    namespace: l.namespace.clone(),
+                    ring: l.name.clone(),
+                }),
             leadership,
         };
         let mut registry = Registry::new(shell);

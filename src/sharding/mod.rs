@@ -4,6 +4,7 @@
 //! member (`stencil.dev/shard`); each member watches and reconciles only the parents and
 //! children carrying its name. The decisions are the pure core's ([`crate::shard`]).
 
+pub mod health;
 pub mod membership;
 pub mod sharder;
 
@@ -14,6 +15,17 @@ use tokio::sync::watch;
 
 use crate::gvk::Gvk;
 use crate::source::{Origin, SourceEvent};
+
+/// This process's place in a sharded ring.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The member's name (its membership Lease's, and its `stencil.dev/shard` value).
+    pub name: String,
+    /// Where the membership Leases are.
+    pub namespace: String,
+    /// The ring's name (`stencil.dev/ring` on each membership Lease).
+    pub ring: String,
+}
 
 /// The parent kinds the sharder assigns: those of every composite definition served. A
 /// decorator's parents are not sharded (they belong to others; the leader serves it).

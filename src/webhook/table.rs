@@ -223,13 +223,14 @@ impl Conversions {
         }
     }
 
-    /// Every converting CRD as last read.
-    pub fn live_crds(&self) -> Vec<CustomResourceDefinition> {
+    /// Every converting CRD as last read, by name, with the webhook it points at (a CRD
+    /// whose conversion is not a webhook any more is left out).
+    pub fn live_webhooks(&self) -> Vec<(String, crate::crd::Webhook)> {
         let table = self.by_crd.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         table
-            .values()
-            .filter_map(|e| match &e.live {
-                Some(Live::Present(live)) => Some((**live).clone()),
+            .iter()
+            .filter_map(|(name, e)| match &e.live {
+                Some(Live::Present(live)) => Some((name.clone(), crate::crd::Webhook::of_live(live)?)),
                 _ => None,
             })
             .collect()

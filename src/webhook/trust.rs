@@ -12,7 +12,6 @@
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt as _;
 use kube::api::{Api, Patch, PatchParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
@@ -52,31 +51,23 @@ pub(super) fn bundle(new: &[u8], old: &[u8]) -> Vec<u8> {
 
 /// One certificate as PEM.
 fn pem(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let text = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> = text
-        .as_bytes()
-        .chunks(64)
-        .map(|c| std::str::from_utf8(c).unwrap_or_default())
-        .collect();
-    format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    )
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    pem::encode_config(&pem::Pem::new("CERTIFICATE", der), config)
 }
 
-/// Whether `live`'s `caBundle` holds every certificate of `ca`.
-fn trusts(live: &CustomResourceDefinition, ca: &[u8]) -> bool {
-    let held = Webhook::of_live(live).map(|w| ders(&w.ca_bundle)).unwrap_or_default();
+/// Whether `webhook`'s `caBundle` holds every certificate of `ca`.
+fn trusts(webhook: &Webhook, ca: &[u8]) -> bool {
+    let held = ders(&webhook.ca_bundle);
     ders(ca).iter().all(|d| held.contains(d))
 }
 
-/// The converting CRDs that send their reviews to `endpoint`.
-fn ours(conversions: &Conversions, endpoint: &crate::crd::Endpoint) -> Vec<CustomResourceDefinition> {
+/// The converting CRDs that send their reviews to `endpoint`, by name, with the webhook
+/// each points at.
+fn ours(conversions: &Conversions, endpoint: &crate::crd::Endpoint) -> Vec<(String, Webhook)> {
     conversions
-        .live_crds()
+        .live_webhooks()
         .into_iter()
-        .filter(|l| Webhook::of_live(l).is_some_and(|w| w.endpoint == *endpoint))
+        .filter(|(_, w)| w.endpoint == *endpoint)
         .collect()
 }
 
@@ -104,7 +95,7 @@ pub(super) async fn rotate(
         let endpoint = trust.borrow().endpoint.clone();
         trust.send_modify(|w| w.ca_bundle = bundle(&next.ca, &current.ca));
         let deadline = tokio::time::Instant::now() + TRUST_WAIT;
-        while !ours(&conversions, &endpoint).iter().all(|l| trusts(l, &next.ca)) {
+        while !ours(&conversions, &endpoint).iter().all(|(_, w)| trusts(w, &next.ca)) {
             if tokio::time::Instant::now() >= deadline {
                 tracing::warn!(source = %what, "the converting CRDs do not trust the new webhook CA after {TRUST_WAIT:?}; serving it anyway");
                 break;
@@ -130,19 +121,16 @@ pub async fn keep_trusted(
     loop {
         if leadership.now() {
             let webhook = trust.borrow_and_update().clone();
-            for live in ours(&conversions, &webhook.endpoint) {
+            for (name, live) in ours(&conversions, &webhook.endpoint) {
                 if trusts(&live, &webhook.ca_bundle) {
                     continue;
                 }
                 let patch = serde_json::json!({"spec": {"conversion": {"webhook": {"clientConfig": {
                     "caBundle": k8s_openapi::ByteString(webhook.ca_bundle.clone())}}}}});
-                match api
-                    .patch(&live.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => tracing::info!(crd = %live.name_any(), "the CRD trusts the webhook's CA bundle"),
+                match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Ok(_) => tracing::info!(crd = %name, "the CRD trusts the webhook's CA bundle"),
                     Err(e) => {
-                        tracing::warn!(crd = %live.name_any(), error = %e, "cannot write the webhook's CA bundle; retrying")
+                        tracing::warn!(crd = %name, error = %e, "cannot write the webhook's CA bundle; retrying")
                     }
                 }
             }
@@ -162,18 +150,11 @@ mod tests {
         certs::generate(&[host.to_string()]).unwrap().ca
     }
 
-    fn crd(bundle: &[u8]) -> CustomResourceDefinition {
-        let webhook = Webhook {
+    fn trusting(bundle: &[u8]) -> Webhook {
+        Webhook {
             endpoint: crate::crd::Endpoint::Url("https://127.0.0.1:9443".into()),
             ca_bundle: bundle.to_vec(),
-        };
-        let def = crate::compile::compile_file(
-            "website.yaml",
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/operators/website.yaml")),
-        )
-        .0
-        .remove(0);
-        crate::crd::parent_crd(&def, Some(&webhook)).unwrap().unwrap()
+        }
     }
 
     #[test]
@@ -187,8 +168,8 @@ mod tests {
             ders(&both),
             "the old bundle's extras stay once"
         );
-        assert!(trusts(&crd(&both), &new) && trusts(&crd(&both), &old));
-        assert!(!trusts(&crd(&old), &new), "a CRD that knows only the old CA");
-        assert!(!trusts(&crd(&old), &both));
+        assert!(trusts(&trusting(&both), &new) && trusts(&trusting(&both), &old));
+        assert!(!trusts(&trusting(&old), &new), "a CRD that knows only the old CA");
+        assert!(!trusts(&trusting(&old), &both));
     }
 }

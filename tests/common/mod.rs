@@ -421,6 +421,15 @@ pub fn child(name: &str, template: &str) -> String {
     stencil_core::fixtures::child(name, template)
 }
 
+/// A second child, `{parent}-gate`, whose readiness rule never holds.
+pub fn never_ready() -> String {
+    let gate = child(
+        "gate",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-gate\ndata:\n  open: \"no\"",
+    );
+    format!("{gate}      readyWhen: \"$.data.never\"\n")
+}
+
 /// A Widget definition in `group` with its CRD, `children` and `extra` spec fields.
 pub fn definition(group: &str, children: &str, extra: &str) -> String {
     let widget = stencil_core::fixtures::ParentKind {

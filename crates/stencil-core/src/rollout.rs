@@ -7,9 +7,11 @@
 //! lives on the definition's status ([`RolloutStatus`]); time reaches these functions
 //! as the time elapsed in a step, measured by the caller.
 
+mod members;
 mod progress;
 mod revision;
 
+pub use members::{ShareReport, across, report_annotation};
 pub use progress::{Command, CommandError, Decision, Health, UNDONE, begin, command, decide, settle};
 pub use revision::{REVISION_HASH_LEN, revision_hash, revision_name, revision_object};
 

@@ -19,6 +19,9 @@ pub struct Health {
     pub failed: Option<(String, String)>,
     /// The first moved parent that is not Ready yet.
     pub pending: Option<String>,
+    /// A member of a sharded ring that has not reported on this step yet: its share is
+    /// not known to be Ready.
+    pub unheard: Option<String>,
 }
 
 /// What a rollout does next.
@@ -92,8 +95,9 @@ pub fn begin(spec: &RolloutSpec, previous: Option<&RolloutStatus>, revision: &st
 /// long its step has lasted.
 ///
 /// A step with a failed parent fails. A step whose moved parents are all Ready advances
-/// (or completes, at 100 percent) once its pause has passed; one with a parent not Ready
-/// fails at `progressDeadlineSeconds`. Only a rollout in progress moves; a definition
+/// (or completes, at 100 percent) once its pause has passed; one with a parent not Ready,
+/// or a member of the ring that has not reported on it, fails at
+/// `progressDeadlineSeconds`. Only a rollout in progress moves; a definition
 /// switched to `Immediate` completes its rollout.
 pub fn decide(spec: &RolloutSpec, status: &RolloutStatus, health: &Health, elapsed: Duration) -> Decision {
     match status.phase {
@@ -110,7 +114,7 @@ pub fn decide(spec: &RolloutSpec, status: &RolloutStatus, health: &Health, elaps
     }
     let steps = spec.effective_steps();
     let step = steps[(status.step as usize).min(steps.len() - 1)];
-    if health.ready >= health.moved {
+    if health.ready >= health.moved && health.unheard.is_none() {
         let pause = Duration::from_secs(step.pause_seconds.into());
         return match pause.checked_sub(elapsed).filter(|left| !left.is_zero()) {
             Some(_) => Decision::Wait(Some(pause)),
@@ -120,12 +124,20 @@ pub fn decide(spec: &RolloutSpec, status: &RolloutStatus, health: &Health, elaps
     }
     let deadline = Duration::from_secs(spec.progress_deadline_seconds.into());
     if elapsed >= deadline {
-        let parent = health.pending.clone().unwrap_or_default();
-        let message = format!(
-            "not Ready {}s after the step moved it ({} of {} moved parents Ready)",
-            spec.progress_deadline_seconds, health.ready, health.moved
-        );
-        return Decision::Fail { parent, message };
+        let seconds = spec.progress_deadline_seconds;
+        return match (&health.pending, &health.unheard) {
+            (None, Some(member)) => Decision::Fail {
+                parent: format!("member {member}"),
+                message: format!("reported nothing on the step {seconds}s after it began"),
+            },
+            (pending, _) => Decision::Fail {
+                parent: pending.clone().unwrap_or_default(),
+                message: format!(
+                    "not Ready {seconds}s after the step moved it ({} of {} moved parents Ready)",
+                    health.ready, health.moved
+                ),
+            },
+        };
     }
     Decision::Wait(Some(deadline))
 }

@@ -147,7 +147,7 @@ fn a_failed_parent_rolls_the_moved_parents_back_or_pauses_them() {
         moved: 4,
         ready: 2,
         failed: Some(("App ns/x".into(), "render failed".into())),
-        pending: None,
+        ..Health::default()
     };
     let spec = canary(&[(20, 0)], OnFailure::Rollback);
     let status = rolling(&spec);
@@ -176,14 +176,36 @@ fn a_step_not_ready_by_the_deadline_fails_naming_a_parent() {
     let slow = Health {
         moved: 3,
         ready: 1,
-        failed: None,
         pending: Some("App ns/slow".into()),
+        ..Health::default()
     };
     let Decision::Fail { parent, message } = decide(&spec, &status, &slow, Duration::from_secs(60)) else {
         panic!("the deadline has passed");
     };
     assert_eq!(parent, "App ns/slow");
     assert!(message.contains("60s") && message.contains("1 of 3"), "{message}");
+}
+
+#[test]
+fn a_step_with_an_unheard_member_waits_and_fails_at_the_deadline_naming_it() {
+    let spec = canary(&[(20, 0), (100, 0)], OnFailure::Rollback);
+    let status = rolling(&spec);
+    let unheard = Health {
+        unheard: Some("stencil-1".into()),
+        ..Health::default()
+    };
+    assert!(
+        matches!(
+            decide(&spec, &status, &unheard, Duration::from_secs(5)),
+            Decision::Wait(_)
+        ),
+        "no moved parent here, but a member not heard from: the step waits"
+    );
+    let Decision::Fail { parent, message } = decide(&spec, &status, &unheard, Duration::from_secs(60)) else {
+        panic!("the deadline has passed");
+    };
+    assert_eq!(parent, "member stencil-1");
+    assert!(message.contains("reported nothing"), "{message}");
 }
 
 #[test]
