@@ -79,6 +79,9 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
     })
 }
 
+/// Children of one parent applied (or deleted) at once.
+pub(super) const CONCURRENCY: usize = 8;
+
 /// What applying one child came to.
 #[derive(Debug, PartialEq)]
 pub(super) enum Applied {

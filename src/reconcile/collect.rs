@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, DynamicObject, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{APPLY_CONCURRENCY, Context, ReconcileError, teardown};
+use super::{Context, ReconcileError, apply, teardown};
 use kube::runtime::controller::Action;
 
 /// True when the deleted `parent` is still absent from the parent store: a parent
@@ -41,7 +41,7 @@ pub(super) async fn children(ctx: &Context, parent: &DynamicObject) {
         .filter(|c| c.owner_references().iter().any(|r| r.uid == uid))
         .collect();
     futures::stream::iter(owned)
-        .for_each_concurrent(APPLY_CONCURRENCY, |child| async move {
+        .for_each_concurrent(apply::CONCURRENCY, |child| async move {
             let Some(api) = ctx.child_api(&child) else {
                 return;
             };
