@@ -102,7 +102,8 @@ pub(super) enum Applied {
     Immutable(String),
 }
 
-/// Brings one child in line.
+/// Brings one child in line: judged (whose object it is, whether it is in line
+/// already), then written, then the API server's answer read.
 pub(super) async fn child(
     ctx: &Context,
     parent: &DynamicObject,
@@ -110,175 +111,214 @@ pub(super) async fn child(
 ) -> Result<Applied, ReconcileError> {
     let (desired, hash) = applied::with_hash(child.object.clone());
     let Located { api, name, live } = locate(ctx, &desired)?;
-    let what = describe(&desired);
-    let kube_err = |action: Operation| {
-        let object = what.clone();
-        move |source| ReconcileError::Kube { action, object, source }
+    let w = ChildWrite {
+        ctx,
+        parent,
+        child,
+        what: describe(&desired),
+        desired,
+        hash,
+        api,
+        name,
     };
-    // The store holds only Stencil's objects: one that is not there may still exist,
-    // made by hand or by another controller. A create that cannot write an existing
-    // object finds that out in the same request; only a name that is taken is read and
-    // judged, so the usual create costs no extra round trip.
     let live = match live {
-        Some(l) => Some(l),
-        None => {
-            let params = PatchParams::apply(labels::FIELD_MANAGER);
-            let taken = match api
-                .patch(&name, &params, &Patch::Apply(&with_precondition(&desired, None)))
-                .await
-            {
-                Ok(answer) => return Ok(written(ctx, parent, (&desired, &hash), &what, false, answer)),
-                Err(kube::Error::Api(status)) if status.code == 409 => match api.get_opt(&name).await {
-                    // Gone again already: the next pass creates it.
-                    Ok(None) => return Ok(Applied::Soon),
-                    Ok(Some(found)) => Ok(to_json(&found)),
-                    Err(e) => Err(kube_err(Operation::Read)(e)),
-                },
-                Err(e) => Err(kube_err(Operation::Apply)(e)),
-            };
-            match taken {
-                Ok(found) => Some(found),
-                Err(e) => {
-                    count(ctx, &desired, "error");
-                    ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
-                        .await;
-                    return Err(e);
-                }
-            }
-        }
+        Some(live) => live,
+        None => match w.create().await? {
+            Created::Answered(applied) => return Ok(applied),
+            Created::Taken(found) => found,
+        },
     };
     let uid = parent.metadata.uid.as_deref().unwrap_or_default();
-    let adopting = match ownership::judge(
-        live.as_ref(),
+    match ownership::judge(
+        Some(&live),
         uid,
         &ctx.def.name,
         ctx.def.spec.is_decorator(),
         child.adopt,
     ) {
         OwnershipVerdict::Conflict(message) => return Ok(Applied::Conflict(message)),
-        OwnershipVerdict::Adopt => true,
-        OwnershipVerdict::Absent | OwnershipVerdict::Ours => false,
-    };
-    if adopting {
-        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
-        match api
-            .patch(
-                &name,
-                &params,
-                &Patch::Apply(&with_precondition(&desired, live.as_ref())),
-            )
-            .await
-        {
-            // Replaced since it was judged: judged again on the next pass.
-            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Soon),
-            other => other.map_err(kube_err(Operation::Adopt))?,
-        };
-        count(ctx, &desired, "adopted");
-        ctx.event(
-            parent,
-            EventType::Normal,
-            "Adopted",
-            format!("{what} adopted: nobody controlled it"),
-        )
-        .await;
-        return Ok(Applied::Done);
+        OwnershipVerdict::Adopt => return w.adopt(&live).await,
+        OwnershipVerdict::Absent | OwnershipVerdict::Ours => {}
+    }
+    if let Some(applied) = w.in_line_or_recreated(&live).await {
+        return applied;
+    }
+    w.update(&live).await
+}
+
+/// One desired child on its way to the API server.
+struct ChildWrite<'a> {
+    ctx: &'a Context,
+    parent: &'a DynamicObject,
+    child: &'a DesiredChild,
+    /// The object to apply, carrying its hash.
+    desired: Value,
+    hash: String,
+    api: Api<DynamicObject>,
+    name: String,
+    /// The object as messages name it.
+    what: String,
+}
+
+/// What a create found.
+enum Created {
+    /// It ended the child's apply: created, or gone again after a conflict.
+    Answered(Applied),
+    /// The name is taken: the object there, to be judged.
+    Taken(Value),
+}
+
+impl ChildWrite<'_> {
+    fn kube_err(&self, action: Operation) -> impl FnOnce(kube::Error) -> ReconcileError {
+        let object = self.what.clone();
+        move |source| ReconcileError::Kube { action, object, source }
     }
 
-    if let Some(live) = &live {
+    /// Counts a failed write and says it on the parent, then hands the error back.
+    async fn failed(&self, error: ReconcileError) -> ReconcileError {
+        count(self.ctx, &self.desired, "error");
+        self.ctx
+            .event(
+                self.parent,
+                EventType::Warning,
+                "Error",
+                format!("{}: {error}", self.what),
+            )
+            .await;
+        error
+    }
+
+    /// Creates a child its watch does not hold. The store holds only Stencil's objects:
+    /// one that is not there may still exist, made by hand or by another controller. A
+    /// create that cannot write an existing object finds that out in the same request;
+    /// only a name that is taken is read and judged, so the usual create costs no extra
+    /// round trip.
+    async fn create(&self) -> Result<Created, ReconcileError> {
+        let params = PatchParams::apply(labels::FIELD_MANAGER);
+        let body = with_precondition(&self.desired, None);
+        let error = match self.api.patch(&self.name, &params, &Patch::Apply(&body)).await {
+            Ok(answer) => return Ok(Created::Answered(self.written(false, answer))),
+            Err(kube::Error::Api(status)) if status.code == 409 => match self.api.get_opt(&self.name).await {
+                // Gone again already: the next pass creates it.
+                Ok(None) => return Ok(Created::Answered(Applied::Soon)),
+                Ok(Some(found)) => return Ok(Created::Taken(to_json(&found))),
+                Err(e) => self.kube_err(Operation::Read)(e),
+            },
+            Err(e) => self.kube_err(Operation::Apply)(e),
+        };
+        Err(self.failed(error).await)
+    }
+
+    /// Takes over an object nobody controls, as the child allows.
+    async fn adopt(&self, live: &Value) -> Result<Applied, ReconcileError> {
+        let params = PatchParams::apply(labels::FIELD_MANAGER).force();
+        let body = with_precondition(&self.desired, Some(live));
+        match self.api.patch(&self.name, &params, &Patch::Apply(&body)).await {
+            // Replaced since it was judged: judged again on the next pass.
+            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Soon),
+            other => other.map_err(self.kube_err(Operation::Adopt))?,
+        };
+        count(self.ctx, &self.desired, "adopted");
+        let message = format!("{} adopted: nobody controlled it", self.what);
+        self.ctx.event(self.parent, EventType::Normal, "Adopted", message).await;
+        Ok(Applied::Done)
+    }
+
+    /// Nothing to write (the live object matches, this pass's own write is still on its
+    /// way, or the child is created once), or a Recreate of a changed child: its answer.
+    async fn in_line_or_recreated(&self, live: &Value) -> Option<Result<Applied, ReconcileError>> {
+        let ctx = self.ctx;
         let stored = applied::live_hash(live);
-        let same_hash = stored == Some(hash.as_str());
+        let same_hash = stored == Some(self.hash.as_str());
         let live_uid = live
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let behind = ctx.ledger().behind(&ctx.parent_ref(parent), live_uid, stored, &hash);
+        let behind = ctx
+            .ledger()
+            .behind(&ctx.parent_ref(self.parent), live_uid, stored, &self.hash);
         if behind
-            || child.update_policy == UpdatePolicy::OnCreate
-            || (same_hash && applied::live_contains(live, &desired))
+            || self.child.update_policy == UpdatePolicy::OnCreate
+            || (same_hash && applied::live_contains(live, &self.desired))
         {
             ctx.metrics
                 .apply_skipped_total
                 .get_or_create(&metrics::definition(&ctx.def.name))
                 .inc();
-            return Ok(Applied::Done);
+            return Some(Ok(Applied::Done));
         }
-        if child.update_policy == UpdatePolicy::Recreate && !same_hash {
-            return recreate(ctx, parent, &api, &name, live, &desired)
-                .await
-                .map_err(kube_err(Operation::Delete));
+        if self.child.update_policy == UpdatePolicy::Recreate && !same_hash {
+            return Some(self.recreate(live).await);
         }
+        None
     }
 
-    let params = PatchParams::apply(labels::FIELD_MANAGER);
-    let body = with_precondition(&desired, live.as_ref());
-    let result = match api.patch(&name, &params, &Patch::Apply(&body)).await {
-        // Another manager took a field of an object that is this parent's: Stencil's
-        // value wins, and the Warning says whose it was. Still only that object, by uid.
-        Err(kube::Error::Api(status)) if live.is_some() && field_conflict(&status) => {
-            ctx.event(
-                parent,
-                EventType::Warning,
-                "Conflict",
-                format!("{what}: {}; forcing Stencil's values", status.message),
-            )
-            .await;
-            api.patch(&name, &params.clone().force(), &Patch::Apply(&body)).await
-        }
-        other => other,
-    };
-    match result {
-        Ok(answer) => Ok(written(ctx, parent, (&desired, &hash), &what, live.is_some(), answer)),
-        // The object appeared since the read (a create), or was replaced since it was
-        // judged (an update): nothing was written; it is judged again on the next pass.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
-        // A change to an immutable field (a Job's template, a claim's storage class) can
-        // only be made by recreating the object, which may destroy data: only a child
-        // whose author chose Recreate is recreated.
-        Err(kube::Error::Api(status)) if live.is_some() && immutable::refusal(&status).is_some() => {
-            let live = live.as_ref().expect("checked above");
-            if child.update_policy == UpdatePolicy::Recreate {
-                return recreate(ctx, parent, &api, &name, live, &desired)
+    /// Updates this parent's object. Another manager that took one of its fields loses
+    /// it to Stencil's value, and the Warning says whose it was (still only that object,
+    /// by uid).
+    async fn update(&self, live: &Value) -> Result<Applied, ReconcileError> {
+        let params = PatchParams::apply(labels::FIELD_MANAGER);
+        let body = with_precondition(&self.desired, Some(live));
+        let result = match self.api.patch(&self.name, &params, &Patch::Apply(&body)).await {
+            Err(kube::Error::Api(status)) if field_conflict(&status) => {
+                let message = format!("{}: {}; forcing Stencil's values", self.what, status.message);
+                self.ctx
+                    .event(self.parent, EventType::Warning, "Conflict", message)
+                    .await;
+                self.api
+                    .patch(&self.name, &params.clone().force(), &Patch::Apply(&body))
                     .await
-                    .map_err(kube_err(Operation::Delete));
             }
-            count(ctx, &desired, "immutable");
-            let fields = immutable::refusal(&status).unwrap_or_default();
-            Ok(Applied::Immutable(format!(
-                "{what}: the change needs a field that cannot change in place ({fields}); nothing was written or \
-                 deleted: revert the change, or set updatePolicy: Recreate on child `{}` to replace the object",
-                child.child
-            )))
-        }
-        Err(e) => {
-            count(ctx, &desired, "error");
-            ctx.event(parent, EventType::Warning, "Error", format!("{what}: {e}"))
-                .await;
-            Err(kube_err(Operation::Apply)(e))
+            other => other,
+        };
+        match result {
+            Ok(answer) => Ok(self.written(true, answer)),
+            // Replaced since it was judged: nothing was written; judged again next pass.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
+            Err(kube::Error::Api(status)) if immutable::refusal(&status).is_some() => {
+                self.immutable(live, &immutable::refusal(&status).unwrap_or_default())
+                    .await
+            }
+            Err(e) => Err(self.failed(self.kube_err(Operation::Apply)(e)).await),
         }
     }
-}
 
-/// Counts a write that created or updated a child, and remembers it until the child's
-/// store holds it.
-fn written(
-    ctx: &Context,
-    parent: &DynamicObject,
-    (desired, hash): (&Value, &str),
-    what: &str,
-    updated: bool,
-    answer: DynamicObject,
-) -> Applied {
-    let verb = if updated { "updated" } else { "created" };
-    count(ctx, desired, verb);
-    if let Some(uid) = &answer.metadata.uid {
-        let me = ctx.parent_ref(parent);
-        let mut ledger = ctx.ledger();
-        ledger.wrote(&me, uid, hash);
-        if let Some(version) = &answer.metadata.resource_version {
-            ledger.expect_echo(&me, uid, version);
+    /// A change to an immutable field (a Job's template, a claim's storage class) can
+    /// only be made by recreating the object, which may destroy data: only a child whose
+    /// author chose Recreate is recreated; any other says which `fields` and what to do.
+    async fn immutable(&self, live: &Value, fields: &str) -> Result<Applied, ReconcileError> {
+        if self.child.update_policy == UpdatePolicy::Recreate {
+            return self.recreate(live).await;
         }
+        count(self.ctx, &self.desired, "immutable");
+        Ok(Applied::Immutable(format!(
+            "{}: the change needs a field that cannot change in place ({fields}); nothing was written or \
+             deleted: revert the change, or set updatePolicy: Recreate on child `{}` to replace the object",
+            self.what, self.child.child
+        )))
     }
-    Applied::Written(format!("{what} {verb}"), Box::new(answer))
+
+    async fn recreate(&self, live: &Value) -> Result<Applied, ReconcileError> {
+        recreate(self.ctx, self.parent, &self.api, &self.name, live, &self.desired)
+            .await
+            .map_err(self.kube_err(Operation::Delete))
+    }
+
+    /// Counts a write that created or updated the child, and remembers it until the
+    /// child's store holds it.
+    fn written(&self, updated: bool, answer: DynamicObject) -> Applied {
+        let verb = if updated { "updated" } else { "created" };
+        count(self.ctx, &self.desired, verb);
+        if let Some(uid) = &answer.metadata.uid {
+            let me = self.ctx.parent_ref(self.parent);
+            let mut ledger = self.ctx.ledger();
+            ledger.wrote(&me, uid, &self.hash);
+            if let Some(version) = &answer.metadata.resource_version {
+                ledger.expect_echo(&me, uid, version);
+            }
+        }
+        Applied::Written(format!("{} {verb}", self.what), Box::new(answer))
+    }
 }
 
 /// Tells the writes of one pass in one event: a new parent's children cost one event

@@ -2,7 +2,7 @@
 //! from the definition each CRD carries. Every replica serves it, leader or not, so
 //! conversion does not stop during a failover. Its certificate is reloaded when the
 //! files of `--webhook-cert-dir`, or the Secret that keeps the generated one, change,
-//! once the converting CRDs trust its CA ([`trust`]).
+//! once the converting CRDs trust its CA (the `trust` module).
 
 mod certs;
 mod follow;

@@ -136,7 +136,7 @@ impl Conversions {
 
     /// Notes that a review asked for CRD `crd`, which no loaded definition declares: it is
     /// read from now on, and converted with the kept revision it carries, if any. At most
-    /// [`MAX_ASKED`] such CRDs are followed at once.
+    /// `MAX_ASKED` such CRDs are followed at once.
     pub fn ask(&self, crd: &str) {
         let mut table = self.write();
         if !table.contains_key(crd) && table.values().filter(|e| e.asked).count() < MAX_ASKED {

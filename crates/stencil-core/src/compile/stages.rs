@@ -1,0 +1,267 @@
+//! The stages of compiling one definition ([`Compilation`]): its child, lookup, status
+//! and conversion templates, its JSONPath rules, and the problems of each, gathered
+//! with their positions; plus what is read off the spec whole (sibling reads, a
+//! decorator's matchers).
+
+use std::collections::BTreeMap;
+
+use super::compiled::CRD_ORIGIN;
+use super::document::{Field, Locator};
+use super::rules::Rule;
+use super::{
+    CompileError, Diagnostic, FieldPosition, kinds, names, reads, template_message, template_position, templates,
+};
+use crate::definition::{Child, OperatorDefinition, OperatorDefinitionSpec};
+use crate::gvk::Gvk;
+use crate::selector::Matcher;
+
+/// One definition being compiled: its templates and rules so far, where each came
+/// from, and every problem found.
+pub(super) struct Compilation<'a> {
+    spec: &'a OperatorDefinitionSpec,
+    locator: &'a Locator,
+    pub(super) name: String,
+    pub(super) errors: Vec<Diagnostic>,
+    pub(super) env: minijinja::Environment<'static>,
+    pub(super) origins: BTreeMap<String, FieldPosition>,
+}
+
+/// A definition's compiled JSONPath rules.
+pub(super) struct Rules {
+    pub(super) ready: Vec<Option<Rule>>,
+    pub(super) fields: Vec<(String, Rule)>,
+    pub(super) conditions: Vec<Rule>,
+    pub(super) until: Option<Rule>,
+}
+
+impl<'a> Compilation<'a> {
+    pub(super) fn new(resource: &'a OperatorDefinition, locator: &'a Locator) -> Self {
+        let mut origins = BTreeMap::new();
+        origins.insert(CRD_ORIGIN.to_string(), locator.origin(&Field::Crd));
+        Compilation {
+            spec: &resource.spec,
+            locator,
+            name: resource.metadata.name.clone().unwrap_or_default(),
+            errors: Vec::new(),
+            env: templates::environment(),
+            origins,
+        }
+    }
+
+    /// Records a problem of `field`, at `inner` (line, column) within its value when known.
+    pub(super) fn report(&mut self, field: Field, error: CompileError, inner: Option<(u64, u64)>) {
+        let origin = self.locator.origin(&field);
+        let (line, column) = origin.position(inner);
+        self.errors.push(Diagnostic {
+            file: origin.file.clone(),
+            line,
+            column,
+            definition: (!self.name.is_empty()).then(|| self.name.clone()),
+            field: field.path(self.spec),
+            error,
+        });
+    }
+
+    /// Compiles the template `source` of `field` under the name `name`.
+    fn template(&mut self, name: String, source: &str, field: Field) {
+        let origin = self.locator.origin(&field);
+        match self.env.add_template_owned(name.clone(), source.to_string()) {
+            Ok(()) => {
+                self.origins.insert(name, origin);
+            }
+            Err(e) => {
+                let inner = template_position(&e, source);
+                self.report(field, CompileError::Template(template_message(&e)), inner);
+            }
+        }
+    }
+
+    /// Compiles the JSONPath rule `source` of `field`, named after the field.
+    fn rule(&mut self, source: &str, field: Field) -> Option<Rule> {
+        match Rule::compile(source) {
+            Ok(r) => {
+                let name = field.path(self.spec).unwrap_or_default();
+                self.origins.insert(name.clone(), self.locator.origin(&field));
+                Some(r.named(name))
+            }
+            Err(e) => {
+                let inner = Some((e.line, e.column));
+                self.report(field, CompileError::Rule(e), inner);
+                None
+            }
+        }
+    }
+
+    /// Compiles every child's template (the finalize step's after the others) and reads
+    /// the kinds each declares: two children that render one object, a Recreate the kind
+    /// cannot have, or a second version of a kind are reported.
+    pub(super) fn children(&mut self) -> Vec<Vec<Gvk>> {
+        let spec = self.spec;
+        let mut child_kinds = Vec::new();
+        let mut identities: BTreeMap<String, &str> = BTreeMap::new();
+        let n = spec.children.len();
+        for (i, child) in spec.children.iter().chain(&spec.finalize.children).enumerate() {
+            let name = if i < n {
+                names::child(&child.name)
+            } else {
+                names::finalize_child(&child.name)
+            };
+            self.template(name, &child.template, Field::ChildTemplate(i));
+            if let Some(identity) = kinds::fixed_identity(&child.template) {
+                match identities.get(identity.as_str()) {
+                    // A second entry of the same name is reported as such.
+                    Some(first) if *first == child.name => {}
+                    Some(first) => self.report(
+                        Field::ChildTemplate(i),
+                        CompileError::Invalid(format!(
+                            "renders the same object as child `{first}` (the same kind, name and namespace): one object comes from one child, or the two overwrite each other on every pass"
+                        )),
+                        None,
+                    ),
+                    None => {
+                        identities.insert(identity, &child.name);
+                    }
+                }
+            }
+            child_kinds.push(self.declared_kinds(i, child, &child_kinds));
+        }
+        child_kinds
+    }
+
+    /// The kinds child `i` declares, checked against its update policy and the kinds of
+    /// the children before it (`earlier`).
+    fn declared_kinds(&mut self, i: usize, child: &Child, earlier: &[Vec<Gvk>]) -> Vec<Gvk> {
+        match kinds::declared_kinds(&child.template) {
+            Ok(k) => {
+                if let Some(problem) = kinds::recreate_problem(child, &k) {
+                    self.report(Field::ChildUpdatePolicy(i), problem, None);
+                }
+                if let Some(problem) = kinds::second_version(earlier, &k) {
+                    self.report(Field::ChildTemplate(i), problem, None);
+                }
+                k
+            }
+            Err((e, line)) => {
+                self.report(
+                    Field::ChildTemplate(i),
+                    CompileError::Template(e.to_string()),
+                    Some((line, 1)),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// Compiles each lookup's name, selector and namespace templates.
+    pub(super) fn lookups(&mut self) {
+        for (i, lookup) in self.spec.lookups.iter().enumerate() {
+            if let Some(name_template) = &lookup.name_template {
+                self.template(
+                    names::lookup_name(&lookup.name),
+                    name_template,
+                    Field::LookupNameTemplate(i),
+                );
+            }
+            for (path, value) in lookup.selector.iter().flat_map(crate::selector::values) {
+                if crate::selector::is_template(value) {
+                    self.template(
+                        names::lookup_selector(&lookup.name, &path),
+                        value,
+                        Field::LookupSelector(i),
+                    );
+                }
+            }
+            if let Some(ns) = &lookup.namespace_template
+                && ns.trim() != "*"
+            {
+                self.template(
+                    names::lookup_namespace(&lookup.name),
+                    ns,
+                    Field::LookupNamespaceTemplate(i),
+                );
+            }
+        }
+    }
+
+    /// Compiles the status template and each version's conversion templates.
+    pub(super) fn status_and_conversions(&mut self) {
+        let spec = self.spec;
+        if let Some(status) = &spec.status.template {
+            self.template(names::STATUS.to_string(), status, Field::StatusTemplate);
+        }
+        for (i, version) in spec.crd.iter().flat_map(|c| c.versions.iter()).enumerate() {
+            if let Some(conversion) = &version.conversion {
+                self.template(
+                    names::to_storage(&version.name),
+                    &conversion.to_storage,
+                    Field::Conversion(i, true),
+                );
+                let from = names::from_storage(&version.name);
+                self.template(from, &conversion.from_storage, Field::Conversion(i, false));
+            }
+        }
+    }
+
+    /// Compiles the readiness, status and finalize rules.
+    pub(super) fn rules(&mut self) -> Rules {
+        let spec = self.spec;
+        let all_children = spec.children.iter().chain(&spec.finalize.children);
+        let ready = all_children
+            .enumerate()
+            .map(|(i, c)| {
+                c.ready_when
+                    .as_deref()
+                    .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))
+            })
+            .collect();
+        let fields = spec
+            .status
+            .fields
+            .iter()
+            .filter_map(|(k, r)| self.rule(r, Field::StatusValue(k.clone())).map(|r| (k.clone(), r)))
+            .collect();
+        let conditions = spec
+            .status
+            .conditions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| self.rule(&c.when, Field::Condition(i)))
+            .collect();
+        let until = spec
+            .finalize
+            .until
+            .as_deref()
+            .and_then(|r| self.rule(r, Field::FinalizeUntil));
+        Rules {
+            ready,
+            fields,
+            conditions,
+            until,
+        }
+    }
+}
+
+/// The siblings each child's template reads, by child (the finalize step's after the
+/// others).
+pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec) -> Vec<Vec<String>> {
+    let all = || spec.children.iter().chain(&spec.finalize.children);
+    let names: Vec<&str> = all().map(|c| c.name.as_str()).collect();
+    all()
+        .map(|c| reads::sibling_reads(&c.template, &c.name, &names))
+        .collect()
+}
+
+/// A decorator's label and annotation matchers. The selectors were checked by
+/// `validate::check`: a bad one has been reported, and matches nothing here.
+pub(super) fn decorate_matchers(spec: &OperatorDefinitionSpec) -> Option<(Option<Matcher>, Option<Matcher>)> {
+    spec.decorate.as_ref().map(|d| {
+        let parse = |s: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+            s.as_ref().and_then(|s| Matcher::new(s).ok())
+        };
+        let mut labels = d.selector.clone();
+        if !d.include_stencil_children {
+            labels = Some(crate::selector::without_label(labels, crate::labels::PARENT_UID));
+        }
+        (parse(&labels), parse(&d.annotation_selector))
+    })
+}
