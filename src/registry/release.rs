@@ -32,19 +32,14 @@ pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) 
         }
     };
     let held = |p: &DynamicObject| reconcile::paused_by(&def, p).is_some();
-    let paused: Vec<String> = parents
-        .objects()
-        .iter()
-        .filter(|p| held(p))
-        .map(|p| p.name_any())
-        .collect();
+    let (paused, free): (Vec<_>, Vec<_>) = parents.objects().into_iter().partition(|p| held(p));
     if !paused.is_empty() {
-        tracing::warn!(definition = %def.name, parents = ?paused, "paused parents keep Stencil's finalizer: nothing serves them until a definition for the kind is applied again, unpaused");
+        let names: Vec<String> = paused.iter().map(|p| p.name_any()).collect();
+        tracing::warn!(definition = %def.name, parents = ?names, "paused parents keep Stencil's finalizer: nothing serves them until a definition for the kind is applied again, unpaused");
     }
-    let deleting: Vec<_> = parents
-        .objects()
+    let deleting: Vec<_> = free
         .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_some() && !held(p))
+        .filter(|p| p.metadata.deletion_timestamp.is_some())
         .collect();
     if !deleting.is_empty() {
         finish_teardowns(&shell, &def, deleting).await;

@@ -160,13 +160,16 @@ impl Driver {
             }
         };
         self.count(shell, ctx, &state);
-        if !moving {
+        // A paused definition holds its rollout where it is, as it holds its parents.
+        let decides = shell.leadership.now() && !self.def.paused;
+        // Only a sharded member reports its share; an unsharded standby has none to count.
+        let reports = sharded(shell, &self.def).is_some();
+        if !moving || !(decides || reports) {
             return;
         }
         let Some(health) = ctx.rollout_health() else { return };
         self.report(shell, &state, &health).await;
-        // A paused definition holds its rollout where it is, as it holds its parents.
-        if !shell.leadership.now() || self.def.paused {
+        if !decides {
             return;
         }
         let Some(health) = self.across_ring(shell, &state, health).await else {
