@@ -23,10 +23,10 @@ pub mod leader;
 pub mod live;
 pub mod metrics;
 pub mod migrate;
-pub mod registry;
+pub(crate) mod registry;
 pub mod revisions;
 pub mod runtime;
-pub mod sharding;
+pub(crate) mod sharding;
 pub mod source;
 pub mod webhook;
 

@@ -302,7 +302,7 @@ async fn a_moved_definition_file_keeps_its_parents_finalizers() {
     w.stencil.take_writes();
     std::fs::rename(w.file(), w.dir.path().join("moved.yaml")).unwrap();
     // Past the release grace, and the moved definition serves: an edit reaches the child.
-    tokio::time::sleep(stencil::registry::supervisor::RELEASE_GRACE + Duration::from_secs(2)).await;
+    tokio::time::sleep(stencil::runtime::RELEASE_GRACE + Duration::from_secs(2)).await;
     api.patch(
         "m",
         &PatchParams::default(),

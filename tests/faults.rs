@@ -728,8 +728,7 @@ async fn a_definition_that_comes_back_mid_teardown(how: Comeback) {
     }
     // Held for longer than the release grace: the parent keeps Stencil's finalizer and
     // the wave order holds the whole time.
-    let held_until =
-        tokio::time::Instant::now() + stencil::registry::supervisor::RELEASE_GRACE + Duration::from_secs(5);
+    let held_until = tokio::time::Instant::now() + stencil::runtime::RELEASE_GRACE + Duration::from_secs(5);
     while tokio::time::Instant::now() < held_until {
         let parent = api.get("w0").await.expect("the parent is still there");
         assert!(

@@ -88,10 +88,12 @@ pub(super) enum Applied {
     /// The child was in line already.
     Done,
     /// The child was created or updated: which object and which (for the pass's one
-    /// event, [`tell`]), and the object as the API server answered the write.
+    /// event, [`event_for_writes`]), and the object as the API server answered the write.
     Written(String, Box<DynamicObject>),
-    /// A Recreate deleted the old object: reconcile again soon to create the new one.
-    Soon,
+    /// Nothing is in line yet and nothing is wrong: a Recreate deleted the old object, or
+    /// the object went or changed since it was judged. The parent is looked at again
+    /// within a second.
+    Retry,
     /// A Recreate waits for the old object, deleted already, to go: its deletion wakes
     /// the parent; no second DELETE is sent.
     Replacing,
@@ -200,7 +202,7 @@ impl ChildWrite<'_> {
             Ok(answer) => return Ok(Created::Answered(self.written(false, answer))),
             Err(kube::Error::Api(status)) if status.code == 409 => match self.api.get_opt(&self.name).await {
                 // Gone again already: the next pass creates it.
-                Ok(None) => return Ok(Created::Answered(Applied::Soon)),
+                Ok(None) => return Ok(Created::Answered(Applied::Retry)),
                 Ok(Some(found)) => return Ok(Created::Taken(to_json(&found))),
                 Err(e) => self.kube_err(Operation::Read)(e),
             },
@@ -215,7 +217,7 @@ impl ChildWrite<'_> {
         let body = with_precondition(&self.desired, Some(live));
         match self.api.patch(&self.name, &params, &Patch::Apply(&body)).await {
             // Replaced since it was judged: judged again on the next pass.
-            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Soon),
+            Err(kube::Error::Api(status)) if status.code == 409 => return Ok(Applied::Retry),
             other => other.map_err(self.kube_err(Operation::Adopt))?,
         };
         count(self.ctx, &self.desired, "adopted");
@@ -236,7 +238,7 @@ impl ChildWrite<'_> {
             .unwrap_or_default();
         let behind = ctx
             .ledger()
-            .behind(&ctx.parent_ref(self.parent), live_uid, stored, &self.hash);
+            .behind(&ctx.parent_key(self.parent), live_uid, stored, &self.hash);
         if behind
             || self.child.update_policy == UpdatePolicy::OnCreate
             || (same_hash && applied::live_contains(live, &self.desired))
@@ -274,7 +276,7 @@ impl ChildWrite<'_> {
         match result {
             Ok(answer) => Ok(self.written(true, answer)),
             // Replaced since it was judged: nothing was written; judged again next pass.
-            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Soon),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Applied::Retry),
             Err(kube::Error::Api(status)) if immutable::refusal(&status).is_some() => {
                 self.immutable(live, &immutable::refusal(&status).unwrap_or_default())
                     .await
@@ -310,7 +312,7 @@ impl ChildWrite<'_> {
         let verb = if updated { "updated" } else { "created" };
         count(self.ctx, &self.desired, verb);
         if let Some(uid) = &answer.metadata.uid {
-            let me = self.ctx.parent_ref(self.parent);
+            let me = self.ctx.parent_key(self.parent);
             let mut ledger = self.ctx.ledger();
             ledger.wrote(&me, uid, &self.hash);
             if let Some(version) = &answer.metadata.resource_version {
@@ -323,7 +325,7 @@ impl ChildWrite<'_> {
 
 /// Tells the writes of one pass in one event: a new parent's children cost one event
 /// write, not one each.
-pub(super) async fn tell(ctx: &Context, parent: &DynamicObject, writes: &[String]) {
+pub(super) async fn event_for_writes(ctx: &Context, parent: &DynamicObject, writes: &[String]) {
     if writes.is_empty() {
         return;
     }
@@ -352,7 +354,7 @@ async fn recreate(
     }
     delete(ctx, parent, api, name, live, "Recreate").await?;
     count(ctx, desired, "recreated");
-    Ok(Applied::Soon)
+    Ok(Applied::Retry)
 }
 
 fn count(ctx: &Context, obj: &Value, result: &str) {

@@ -68,7 +68,7 @@ const UNDECORATE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// Removes a decorator's children from a parent it no longer decorates: each is pruned
 /// or orphaned as its `deletionPolicy` says, in reverse dependsOn order.
 pub(super) async fn undecorate(ctx: &Context, parent: &DynamicObject) -> Result<Action, ReconcileError> {
-    ctx.forget(&ctx.parent_ref(parent));
+    ctx.forget(&ctx.parent_key(parent));
     let uid = parent.uid().unwrap_or_default();
     let children = ctx.observed(&uid);
     if children.is_empty() {

@@ -1,6 +1,6 @@
-//! Everything one definition's controller needs, and the per-parent state it keeps:
-//! backoff counts, when each pending request arrived, and who reads which lookup. Each
-//! is forgotten with its parent, so the state stays bounded by the parents that exist.
+//! Everything one definition's controller shares between its passes: the client, the
+//! definition (and the rollout between its revisions), the watches, the metrics, the
+//! events, and the [`Ledger`] of what is kept about each parent.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,20 +12,24 @@ use kube::{Client, Resource as _};
 use serde_json::Value;
 
 use super::events::Events;
+use k8s_openapi::api::core::v1::ObjectReference;
+
 use super::ledger::Ledger;
-use super::rollout::Split;
+use super::revision_split::{Candidate, Outcome, Split, Stable};
 use crate::compile::CompiledDefinition;
+use crate::definition::RolloutStatus;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
 use crate::metrics::{self, Metrics};
 use crate::object_key::ObjectKey;
+use crate::rollout::{Health, revision_for};
 use crate::watch::{SharedWatch, WatchLease};
 
 /// Default seconds between resyncs when a definition sets none.
 const DEFAULT_RESYNC_SECONDS: u32 = 300;
 
 /// A parent's key in the per-parent maps.
-pub(super) use super::ledger::ParentRef;
+pub(super) use super::ledger::ParentKey;
 
 /// Everything one definition's controller needs.
 pub struct Context {
@@ -57,24 +61,10 @@ pub struct Context {
     /// The rollout between the definition's revisions, when Stencil keeps them.
     pub(super) rollout: Option<Arc<Split>>,
     /// Parents to look at again, outside the watches (a rollout moved them).
-    nudges: futures::channel::mpsc::UnboundedSender<ParentRef>,
+    nudges: futures::channel::mpsc::UnboundedSender<ParentKey>,
     /// Where the controller takes the nudges from, once.
-    nudged: Mutex<Option<futures::channel::mpsc::UnboundedReceiver<ParentRef>>>,
+    nudged: Mutex<Option<futures::channel::mpsc::UnboundedReceiver<ParentKey>>>,
 }
-
-/// How a decorator's parents are doing, for its definition's status.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Decorated {
-    /// Objects decorated now.
-    pub parents: usize,
-    /// Of those, how many have every child ready.
-    pub ready: usize,
-    /// The first few that are not, as (`Kind namespace/name`, reason, message).
-    pub failing: Vec<(String, String, String)>,
-}
-
-/// How many failing parents a decorator's status lists.
-const FAILING_SHOWN: usize = 5;
 
 impl Context {
     /// A context for a definition whose watches are resolved.
@@ -123,12 +113,12 @@ impl Context {
     }
 
     /// Asks for a pass of `parent`.
-    pub(super) fn nudge(&self, parent: ParentRef) {
+    pub(super) fn nudge(&self, parent: ParentKey) {
         let _ = self.nudges.unbounded_send(parent);
     }
 
     /// The nudges, for the controller to take once.
-    pub(super) fn take_nudges(&self) -> Option<futures::channel::mpsc::UnboundedReceiver<ParentRef>> {
+    pub(super) fn take_nudges(&self) -> Option<futures::channel::mpsc::UnboundedReceiver<ParentKey>> {
         self.nudged.lock().expect("nudges").take()
     }
 
@@ -202,7 +192,7 @@ impl Context {
     }
 
     /// The parent `key` names, as the watch holds it now.
-    pub fn parent(&self, key: &ParentRef) -> Option<Arc<DynamicObject>> {
+    pub fn parent(&self, key: &ParentKey) -> Option<Arc<DynamicObject>> {
         self.parents.get(key)
     }
 
@@ -224,7 +214,7 @@ impl Context {
     /// Notes a reconcile request for a parent that exists (for the queue-duration
     /// metric); a request for a parent that is gone is dropped by the controller, so it
     /// is not recorded either.
-    pub(super) fn requested(&self, parent: &ParentRef) {
+    pub(super) fn requested(&self, parent: &ParentKey) {
         self.metrics
             .workqueue_adds_total
             .get_or_create(&metrics::queue(&self.def.name))
@@ -236,7 +226,7 @@ impl Context {
 
     /// Whether the event of `object` (a child or the parent itself) is the echo of
     /// `parent`'s own last write, which tells its pass nothing new.
-    pub(super) fn is_echo(&self, parent: &ParentRef, object: &ObjectMeta) -> bool {
+    pub(super) fn is_echo(&self, parent: &ParentKey, object: &ObjectMeta) -> bool {
         match (&object.uid, &object.resource_version) {
             (Some(uid), Some(version)) => self.ledger().echo(parent, uid, version),
             _ => false,
@@ -245,12 +235,12 @@ impl Context {
 
     /// How many parents have pending requests, backoff counts and lookup reads (tests).
     #[cfg(test)]
-    pub(super) fn tracked(&self) -> (usize, usize, usize) {
+    pub(super) fn tracked(&self) -> super::ledger::Tracked {
         self.ledger().tracked()
     }
 
     /// Drops everything kept about a parent that is gone.
-    pub(super) fn forget(&self, parent: &ParentRef) {
+    pub(super) fn forget(&self, parent: &ParentKey) {
         self.ledger().forget(parent);
     }
 
@@ -260,64 +250,13 @@ impl Context {
         self.def.decorates(parent.labels.as_ref(), parent.annotations.as_ref())
     }
 
-    /// Records a decorator's outcome for a parent from the status a composite parent
-    /// would get.
-    pub(super) fn record_outcome(&self, parent: &DynamicObject, status: &Value) {
-        let ready = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
-        let outcome = match ready {
-            Some(c) if c["status"] == "True" => None,
-            Some(c) => Some((
-                c["reason"].as_str().unwrap_or_default().to_string(),
-                c["message"].as_str().unwrap_or_default().to_string(),
-            )),
-            None => Some(("Unknown".to_string(), String::new())),
-        };
-        self.ledger().outcome(&self.parent_ref(parent), outcome);
-    }
-
-    /// A decorator's counts for its definition's status; `None` for a composite one.
-    pub fn decorated(&self) -> Option<Decorated> {
-        if !self.def.spec.is_decorator() {
-            return None;
-        }
-        let parents: Vec<ParentRef> = self
-            .parents
-            .scan_metadata(|m| self.decorates(m).then(|| self.parents.key_of(m)));
-        let ledger = self.ledger();
-        let mut failing: Vec<(String, String, String)> = parents
-            .iter()
-            .filter_map(|p| {
-                let (reason, message) = ledger.outcome_of(p)?.clone()?;
-                let at = p
-                    .namespace
-                    .as_ref()
-                    .map_or_else(|| p.name.clone(), |ns| format!("{ns}/{}", p.name));
-                Some((format!("{} {at}", self.def.parent.kind), reason, message))
-            })
-            .collect();
-        failing.sort();
-        let ready = parents
-            .iter()
-            .filter(|p| matches!(ledger.outcome_of(p), Some(None)))
-            .count();
-        failing.truncate(FAILING_SHOWN);
-        Some(Decorated {
-            parents: parents.len(),
-            ready,
-            failing,
-        })
-    }
-
     pub(super) fn resync(&self) -> Duration {
         Duration::from_secs(u64::from(
             self.def.spec.resync_seconds.unwrap_or(DEFAULT_RESYNC_SECONDS),
         ))
     }
 
-    pub(super) fn parent_ref(&self, parent: &DynamicObject) -> ParentRef {
+    pub(super) fn parent_key(&self, parent: &DynamicObject) -> ParentKey {
         ObjectRef::from_obj_with(parent, self.parents.resolved.resource.clone())
     }
 
@@ -350,6 +289,74 @@ impl Context {
         crate::discovery::api(&self.client, parent.metadata.namespace.as_deref(), ar)
     }
 
+    /// The definition `parent` renders: the controller's own, or while a rollout has not
+    /// moved the parent, the current revision's.
+    pub(super) fn def_for(&self, parent: &DynamicObject) -> Arc<CompiledDefinition> {
+        let stable = self.rollout.as_ref().and_then(|split| split.stable_for(uid(parent)));
+        stable.unwrap_or_else(|| self.def.clone())
+    }
+
+    /// Records what a pass of `parent` found, for the rollout's health.
+    pub(super) fn record_for_rollout(&self, parent: &DynamicObject, outcome: Outcome) {
+        if let Some(split) = &self.rollout {
+            split.record(uid(parent), outcome);
+        }
+    }
+
+    /// How the parents on the updated revision are doing. A paused parent is held as it
+    /// is: it neither moves nor fails a step.
+    pub fn rollout_health(&self) -> Option<Health> {
+        let split = self.rollout.as_ref()?;
+        let candidates = self.parents.scan_metadata(|m| {
+            if labels::paused(m.annotations.as_ref()) {
+                return None;
+            }
+            let namespace = m.namespace.as_ref().map(|ns| format!("{ns}/")).unwrap_or_default();
+            Some(Candidate {
+                uid: m.uid.clone()?,
+                name: format!(
+                    "{} {namespace}{}",
+                    self.def.parent.kind,
+                    m.name.as_deref().unwrap_or_default()
+                ),
+            })
+        });
+        Some(split.health(candidates))
+    }
+
+    /// Moves the rollout to `next` (with `stable`, the definition of its current revision,
+    /// when that changes), and asks for a pass of every parent whose revision changed.
+    pub fn move_rollout(&self, next: RolloutStatus, stable: Option<Stable>) {
+        let Some(split) = &self.rollout else { return };
+        let before = split.move_to(next.clone(), stable);
+        let changed = self.parents.scan_metadata(|m| {
+            let uid = m.uid.as_deref()?;
+            (revision_for(&before, uid) != revision_for(&next, uid)).then(|| self.parents.key_of(m))
+        });
+        for parent in changed {
+            self.nudge(parent);
+        }
+    }
+
+    /// The rollout this controller serves, when Stencil keeps revisions.
+    pub fn split(&self) -> Option<&Arc<Split>> {
+        self.rollout.as_ref()
+    }
+
+    /// Publishes an event on the OperatorDefinition resource this controller serves (a
+    /// definition from a file has none to carry it: its log says the same).
+    pub async fn definition_event(&self, type_: EventType, reason: &str, note: String) {
+        let reference = ObjectReference {
+            api_version: Some("stencil.dev/v1alpha1".into()),
+            kind: Some("OperatorDefinition".into()),
+            name: Some(self.def.name.clone()),
+            ..ObjectReference::default()
+        };
+        if let Err(e) = self.events.publish(&reference, type_, reason, note).await {
+            tracing::debug!(error = %e, "could not publish event");
+        }
+    }
+
     /// Publishes an event on the parent; a failure to publish is only logged.
     pub(super) async fn event(&self, parent: &DynamicObject, type_: EventType, reason: &str, note: String) {
         let reference = parent.object_ref(&self.parents.resolved.resource);
@@ -374,6 +381,10 @@ impl Context {
             .flat_map(|w| w.parent_uids(&self.definition_label))
             .collect()
     }
+}
+
+fn uid(parent: &DynamicObject) -> &str {
+    parent.metadata.uid.as_deref().unwrap_or_default()
 }
 
 /// `Kind namespace/name` of an object as JSON, for messages.

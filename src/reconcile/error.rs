@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// The API server refused or failed a request.
-    #[error("{action} {object}: {}", said(source))]
+    #[error("{action} {object}: {}", api_message(source))]
     Kube {
         /// What Stencil was doing.
         action: Operation,
@@ -24,13 +24,17 @@ pub enum ReconcileError {
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Several(Vec<ReconcileError>),
     /// The render task died (a bug in Stencil, never the template's fault).
-    #[error("the render of {0} did not finish: {1}")]
-    RenderAborted(String, String),
+    #[error("the render of {parent} did not finish: {source}")]
+    RenderAborted {
+        /// The parent whose render died.
+        parent: String,
+        source: tokio::task::JoinError,
+    },
 }
 
 /// What the API server said, in its own words: its message, reason and code, not a dump
 /// of the response.
-pub fn said(error: &kube::Error) -> String {
+pub fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) if status.reason.is_empty() => format!("{} ({})", status.message, status.code),
         kube::Error::Api(status) => format!("{} ({}, {})", status.message, status.reason, status.code),

@@ -133,7 +133,7 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     let keep_all = parent.finalizers().iter().any(|f| f == ORPHAN_CASCADE);
     // The `Finalized` condition is the step's record: once it is written, a restarted
     // Stencil goes on with the teardown instead of rendering the finalize children again.
-    let me = ctx.parent_ref(parent);
+    let me = ctx.parent_key(parent);
     let remembered = || ctx.ledger().finalized(&me);
     let finalized = match finalized_condition(parent).or_else(remembered) {
         Some(c) => Some(c),
@@ -210,7 +210,7 @@ async fn write_deleting(
 ) -> Result<(), ReconcileError> {
     let mut conditions = vec![condition("Ready", false, "Deleting", message, None)];
     conditions.extend(finalized);
-    super::status::write(ctx, parent, &json!({ "conditions": conditions })).await
+    super::status_write::write(ctx, parent, &json!({ "conditions": conditions })).await
 }
 
 /// The parent's `Finalized=True` condition, once the finalize step has ended.
@@ -254,12 +254,12 @@ async fn step(
             for result in futures::future::join_all(applies).await {
                 match result {
                     Ok(apply::Applied::Written(what, _)) => writes.push(what),
-                    Ok(apply::Applied::Done | apply::Applied::Soon | apply::Applied::Replacing) => {}
+                    Ok(apply::Applied::Done | apply::Applied::Retry | apply::Applied::Replacing) => {}
                     Ok(apply::Applied::Conflict(message) | apply::Applied::Immutable(message)) => pending.push(message),
                     Err(e) => pending.push(e.to_string()),
                 }
             }
-            apply::tell(ctx, parent, &writes).await;
+            apply::event_for_writes(ctx, parent, &writes).await;
             pending.extend(out.pending);
         }
         Err(failure) => {
@@ -293,7 +293,7 @@ async fn step(
         condition("Ready", false, "Finalizing", &message, None),
         condition(FINALIZED, false, "Finalizing", &message, None),
     ]});
-    best_effort(ctx, parent, super::status::write(ctx, parent, &status).await);
+    best_effort(ctx, parent, super::status_write::write(ctx, parent, &status).await);
     Ok(Step::Pending(Action::requeue((timeout - elapsed).min(ctx.resync()))))
 }
 

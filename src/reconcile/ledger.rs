@@ -16,7 +16,7 @@ use super::readers::{LookupSelection, Readers};
 use crate::object_key::ObjectKey;
 
 /// A parent, as the controller's queue and the ledger name it.
-pub(super) type ParentRef = ObjectRef<DynamicObject>;
+pub(super) type ParentKey = ObjectRef<DynamicObject>;
 
 /// One parent's record; a record with nothing in it is not kept.
 #[derive(Debug, Default, PartialEq)]
@@ -26,9 +26,8 @@ struct Record {
     forbidden: Option<String>,
     conflict: Option<String>,
     finalized: Option<Value>,
-    /// A decorator's last word: `None` when every child is ready, else the reason and
-    /// message a composite parent's `Ready` would carry.
-    outcome: Option<Option<(String, String)>>,
+    /// A decorator's last word, once it has one.
+    outcome: Option<Readiness>,
     /// Children written by recent passes, until their store holds the write.
     written: Vec<Written>,
     /// The watch events this controller's own writes of the current or last pass will
@@ -40,6 +39,53 @@ struct Record {
     swallowed: bool,
     /// The current pass ended with nothing left to wait for.
     clean: bool,
+}
+
+/// A decorator's word on one decorated object.
+#[derive(Debug, PartialEq)]
+pub(super) enum Readiness {
+    /// Every child is ready.
+    Ready,
+    /// Not every child is: the reason and message a composite parent's `Ready` would
+    /// carry.
+    NotReady { reason: String, message: String },
+}
+
+/// What a pass finds in its parent's record when it begins.
+pub(super) struct Begun {
+    /// When the oldest request the pass serves arrived.
+    pub(super) since: Option<Instant>,
+    /// The conflict the parent last reported, so that it is said once.
+    pub(super) conflict: Option<String>,
+}
+
+/// What a pass that reached its answer leaves in its parent's record.
+#[derive(Debug, Default)]
+pub(super) struct Left {
+    /// The conflict it reported (`None`: it has none).
+    pub(super) conflict: Option<String>,
+    /// The objects it waits for another to let go: their going wakes it.
+    pub(super) waits_for: Vec<ObjectKey>,
+    /// It found everything in place: the echoes of its writes tell it nothing.
+    pub(super) clean: bool,
+}
+
+/// How a pass went, for the parent's failure count and refusals.
+pub(super) enum Verdict {
+    Succeeded,
+    /// It failed; a request the API server refused says what is needed.
+    Failed {
+        refused: Option<String>,
+    },
+}
+
+/// How many parents have a pending request, a failure count and named reads (tests).
+#[cfg(test)]
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Tracked {
+    pub(super) pending: usize,
+    pub(super) failing: usize,
+    pub(super) reading: usize,
 }
 
 /// A child write whose answer the child's store may not hold yet.
@@ -58,7 +104,7 @@ const STORE_LAG: Duration = Duration::from_secs(10);
 /// Every parent's record, and who reads or waits for which object.
 #[derive(Default)]
 pub(super) struct Ledger {
-    records: HashMap<ParentRef, Record>,
+    records: HashMap<ParentKey, Record>,
     /// The named lookups each parent read.
     readers: Readers,
     /// The selections each parent's selector lookups read.
@@ -68,49 +114,28 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    fn record(&mut self, parent: &ParentRef) -> &mut Record {
+    fn record(&mut self, parent: &ParentKey) -> &mut Record {
         self.records.entry(parent.clone()).or_default()
     }
 
     /// Drops `parent`'s record when nothing is left in it, so the ledger holds only the
     /// parents that have something to remember.
-    fn tidy(&mut self, parent: &ParentRef) {
+    fn tidy(&mut self, parent: &ParentKey) {
         if self.records.get(parent).is_some_and(|r| *r == Record::default()) {
             self.records.remove(parent);
         }
     }
 
     /// Notes a request for `parent`, keeping the time of the oldest one not yet served.
-    pub(super) fn requested(&mut self, parent: &ParentRef) {
+    pub(super) fn requested(&mut self, parent: &ParentKey) {
         self.record(parent).pending_since.get_or_insert_with(Instant::now);
     }
 
-    /// When the oldest unserved request for `parent` arrived; it is served now.
-    pub(super) fn serve(&mut self, parent: &ParentRef) -> Option<Instant> {
-        let since = self.records.get_mut(parent)?.pending_since.take();
-        self.tidy(parent);
-        since
-    }
-
-    /// A pass succeeded: no failures in a row, nothing refused.
-    pub(super) fn succeeded(&mut self, parent: &ParentRef) {
-        if let Some(r) = self.records.get_mut(parent) {
-            r.failures = 0;
-            r.forbidden = None;
-        }
-        self.tidy(parent);
-    }
-
     /// A pass failed; returns how many in a row (at most `cap`).
-    pub(super) fn failed(&mut self, parent: &ParentRef, cap: u32) -> u32 {
+    pub(super) fn failed(&mut self, parent: &ParentKey, cap: u32) -> u32 {
         let r = self.record(parent);
         r.failures = (r.failures + 1).min(cap);
         r.failures
-    }
-
-    /// The API server refused a request of `parent`'s, saying what is needed.
-    pub(super) fn refused(&mut self, parent: &ParentRef, needed: String) {
-        self.record(parent).forbidden = Some(needed);
     }
 
     /// The first refusal by text, and how many parents have one.
@@ -119,65 +144,51 @@ impl Ledger {
         all.iter().min().map(|first| (*first, all.len()))
     }
 
-    /// Records `parent`'s conflict (`None`: it has none); true when it changed.
-    pub(super) fn conflict(&mut self, parent: &ParentRef, message: Option<String>) -> bool {
-        let r = self.record(parent);
-        let changed = r.conflict != message;
-        r.conflict = message;
-        self.tidy(parent);
-        changed
-    }
-
     /// The end of `parent`'s finalize step, when it ended.
-    pub(super) fn finalized(&self, parent: &ParentRef) -> Option<Value> {
+    pub(super) fn finalized(&self, parent: &ParentKey) -> Option<Value> {
         self.records.get(parent)?.finalized.clone()
     }
 
     /// Records the end of `parent`'s finalize step.
-    pub(super) fn finish(&mut self, parent: &ParentRef, condition: Value) {
+    pub(super) fn finish(&mut self, parent: &ParentKey, condition: Value) {
         self.record(parent).finalized = Some(condition);
     }
 
     /// Records a decorator's outcome for `parent`.
-    pub(super) fn outcome(&mut self, parent: &ParentRef, outcome: Option<(String, String)>) {
+    pub(super) fn outcome(&mut self, parent: &ParentKey, outcome: Readiness) {
         self.record(parent).outcome = Some(outcome);
     }
 
     /// A decorator's outcome for `parent`, once it has one.
-    pub(super) fn outcome_of(&self, parent: &ParentRef) -> Option<&Option<(String, String)>> {
+    pub(super) fn outcome_of(&self, parent: &ParentKey) -> Option<&Readiness> {
         self.records.get(parent)?.outcome.as_ref()
     }
 
     /// What `parent` reads: named lookups and selections.
-    pub(super) fn reads(&mut self, parent: &ParentRef, named: Vec<ObjectKey>, selections: Vec<LookupSelection>) {
+    pub(super) fn reads(&mut self, parent: &ParentKey, named: Vec<ObjectKey>, selections: Vec<LookupSelection>) {
         self.readers.set(parent, named);
         self.selections.set(parent, selections);
     }
 
-    /// The objects `parent` waits for another to let go.
-    pub(super) fn waits_for(&mut self, parent: &ParentRef, objects: Vec<ObjectKey>) {
-        self.waiting.set(parent, objects);
-    }
-
     /// The parents that read `key` as a named lookup.
-    pub(super) fn readers_of(&self, key: &ObjectKey) -> Vec<ParentRef> {
+    pub(super) fn readers_of(&self, key: &ObjectKey) -> Vec<ParentKey> {
         self.readers.readers(key)
     }
 
     /// The parents waiting for `key` to be let go.
-    pub(super) fn waiting_for(&self, key: &ObjectKey) -> Vec<ParentRef> {
+    pub(super) fn waiting_for(&self, key: &ObjectKey) -> Vec<ParentKey> {
         self.waiting.readers(key)
     }
 
     /// The parents whose selections `matches` accepts.
-    pub(super) fn selecting(&self, matches: impl Fn(&LookupSelection) -> bool) -> Vec<ParentRef> {
+    pub(super) fn selecting(&self, matches: impl Fn(&LookupSelection) -> bool) -> Vec<ParentKey> {
         let hit: Vec<&LookupSelection> = self.selections.read().filter(|s| matches(s)).collect();
         hit.into_iter().flat_map(|s| self.selections.readers(s)).collect()
     }
 
     /// Every parent something is kept about.
-    pub(super) fn parents(&self) -> Vec<ParentRef> {
-        let mut all: Vec<ParentRef> = self
+    pub(super) fn parents(&self) -> Vec<ParentKey> {
+        let mut all: Vec<ParentKey> = self
             .records
             .keys()
             .chain(self.readers.parents())
@@ -191,7 +202,7 @@ impl Ledger {
     }
 
     /// Notes that this pass wrote child `uid` with the applied-hash `hash`.
-    pub(super) fn wrote(&mut self, parent: &ParentRef, uid: &str, hash: &str) {
+    pub(super) fn wrote(&mut self, parent: &ParentKey, uid: &str, hash: &str) {
         let written = &mut self.record(parent).written;
         written.retain(|w| w.uid != uid);
         written.push(Written {
@@ -205,7 +216,7 @@ impl Ledger {
     /// than this controller's own recent write of `desired`: a pass that runs before the
     /// write's watch event arrives (woken by the parent's status write, say) then writes
     /// nothing again. A write the store holds is forgotten.
-    pub(super) fn behind(&mut self, parent: &ParentRef, uid: &str, stored: Option<&str>, desired: &str) -> bool {
+    pub(super) fn behind(&mut self, parent: &ParentKey, uid: &str, stored: Option<&str>, desired: &str) -> bool {
         let Some(record) = self.records.get_mut(parent) else {
             return false;
         };
@@ -218,29 +229,29 @@ impl Ledger {
         behind
     }
 
-    /// A pass of `parent` begins: echoes of earlier passes are no longer expected.
-    pub(super) fn pass_started(&mut self, parent: &ParentRef) {
+    /// A pass of `parent` begins: the oldest unserved request is served, echoes of
+    /// earlier passes are no longer expected, and the pass is handed what it reported
+    /// before.
+    pub(super) fn begin(&mut self, parent: &ParentKey) -> Begun {
         let record = self.record(parent);
         record.echoes.clear();
         record.in_pass = true;
         record.swallowed = false;
         record.clean = false;
+        Begun {
+            since: record.pending_since.take(),
+            conflict: record.conflict.clone(),
+        }
     }
 
     /// The watch will report this write of the current pass as `uid` at `version`.
-    pub(super) fn expect_echo(&mut self, parent: &ParentRef, uid: &str, version: &str) {
+    pub(super) fn expect_echo(&mut self, parent: &ParentKey, uid: &str, version: &str) {
         self.record(parent).echoes.push((uid.to_string(), version.to_string()));
-    }
-
-    /// The current pass of `parent` found everything in place: the echoes of its writes
-    /// tell it nothing.
-    pub(super) fn ended_clean(&mut self, parent: &ParentRef) {
-        self.record(parent).clean = true;
     }
 
     /// Whether an event of `uid` at `version` is the echo of a write of `parent`'s own,
     /// which then wakes nothing. Each echo is let go once.
-    pub(super) fn echo(&mut self, parent: &ParentRef, uid: &str, version: &str) -> bool {
+    pub(super) fn echo(&mut self, parent: &ParentKey, uid: &str, version: &str) -> bool {
         let Some(record) = self.records.get_mut(parent) else {
             return false;
         };
@@ -255,12 +266,25 @@ impl Ledger {
         true
     }
 
-    /// A pass of `parent` ends. Unless it ended clean, no later echo is let go, and it
-    /// returns whether one was already: the pass that came of it must then be replaced.
-    pub(super) fn pass_ended(&mut self, parent: &ParentRef) -> bool {
-        let Some(record) = self.records.get_mut(parent) else {
-            return false;
-        };
+    /// A pass of `parent` ends with what it leaves (when it reached its answer) and how
+    /// it went. Unless it ended clean, no later echo is let go, and it returns whether
+    /// one was already: the pass that came of it must then be replaced.
+    pub(super) fn end(&mut self, parent: &ParentKey, left: Option<Left>, verdict: Verdict) -> bool {
+        if let Some(left) = left {
+            self.waiting.set(parent, left.waits_for);
+            let record = self.record(parent);
+            record.conflict = left.conflict;
+            record.clean = left.clean;
+        }
+        let record = self.record(parent);
+        match verdict {
+            Verdict::Succeeded => {
+                record.failures = 0;
+                record.forbidden = None;
+            }
+            Verdict::Failed { refused: Some(needed) } => record.forbidden = Some(needed),
+            Verdict::Failed { refused: None } => {}
+        }
         let replace = !record.clean && record.swallowed;
         if !record.clean {
             record.echoes.clear();
@@ -273,19 +297,21 @@ impl Ledger {
     }
 
     /// Drops everything kept about `parent`.
-    pub(super) fn forget(&mut self, parent: &ParentRef) {
+    pub(super) fn forget(&mut self, parent: &ParentKey) {
         self.records.remove(parent);
         self.readers.forget(parent);
         self.selections.forget(parent);
         self.waiting.forget(parent);
     }
 
-    /// How many parents have a pending request, a failure count and named reads (tests).
+    /// How many parents the ledger keeps something for (tests).
     #[cfg(test)]
-    pub(super) fn tracked(&self) -> (usize, usize, usize) {
-        let pending = self.records.values().filter(|r| r.pending_since.is_some()).count();
-        let failing = self.records.values().filter(|r| r.failures > 0).count();
-        (pending, failing, self.readers.parents().count())
+    pub(super) fn tracked(&self) -> Tracked {
+        Tracked {
+            pending: self.records.values().filter(|r| r.pending_since.is_some()).count(),
+            failing: self.records.values().filter(|r| r.failures > 0).count(),
+            reading: self.readers.parents().count(),
+        }
     }
 }
 
@@ -294,7 +320,7 @@ mod tests {
     use super::*;
     use kube::core::{ApiResource, GroupVersionKind};
 
-    fn parent() -> ParentRef {
+    fn parent() -> ParentKey {
         let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.org", "v1", "Widget"), "widgets");
         ObjectRef::new_with("w", ar).within("ns")
     }
@@ -302,29 +328,38 @@ mod tests {
     #[test]
     fn the_echo_of_a_clean_pass_wakes_nothing_once() {
         let (mut ledger, p) = (Ledger::default(), parent());
-        ledger.pass_started(&p);
+        ledger.begin(&p);
         ledger.wrote(&p, "child", "hash");
         ledger.expect_echo(&p, "child", "7");
-        ledger.ended_clean(&p);
-        assert!(!ledger.pass_ended(&p), "a clean pass gives nothing back");
+        let left = Left {
+            clean: true,
+            ..Left::default()
+        };
+        assert!(
+            !ledger.end(&p, Some(left), Verdict::Succeeded),
+            "a clean pass gives nothing back"
+        );
         assert!(!ledger.echo(&p, "child", "6"), "another version is news");
         assert!(ledger.echo(&p, "child", "7"), "the write's own event is not");
         assert!(!ledger.echo(&p, "child", "7"), "once");
-        assert_eq!(ledger.tracked(), (0, 0, 0));
+        assert_eq!(ledger.tracked(), Tracked::default());
         assert!(ledger.records.is_empty(), "nothing is kept once the echo came");
     }
 
     #[test]
     fn an_echo_let_go_during_a_pass_that_then_waits_is_given_back() {
         let (mut ledger, p) = (Ledger::default(), parent());
-        ledger.pass_started(&p);
+        ledger.begin(&p);
         ledger.expect_echo(&p, "child", "7");
         assert!(ledger.echo(&p, "child", "7"), "arrives while the pass runs");
         // The pass ends with a child held back: the echo's wake-up is owed.
-        assert!(ledger.pass_ended(&p));
-        ledger.pass_started(&p);
+        assert!(ledger.end(&p, Some(Left::default()), Verdict::Succeeded));
+        ledger.begin(&p);
         ledger.expect_echo(&p, "child", "8");
-        assert!(!ledger.pass_ended(&p), "nothing was let go");
+        assert!(
+            !ledger.end(&p, None, Verdict::Failed { refused: None }),
+            "nothing was let go"
+        );
         assert!(
             !ledger.echo(&p, "child", "8"),
             "an unclean pass expects no echo after it"

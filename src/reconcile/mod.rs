@@ -6,6 +6,7 @@
 mod apply;
 mod collect;
 mod context;
+mod decorated;
 mod error;
 mod events;
 mod finalize;
@@ -15,18 +16,19 @@ mod pause;
 mod prune;
 mod readers;
 mod rendering;
-mod rollout;
+mod revision_split;
 mod shard;
-mod status;
+mod status_write;
 mod teardown;
 mod triggers;
 
 pub use collect::strays;
-pub use context::{Context, Decorated};
+pub use context::Context;
+pub use decorated::Decorated;
 pub use error::{Operation, ReconcileError};
 pub use finalize::release;
 pub use pause::paused_by;
-pub use rollout::{Split, Stable};
+pub use revision_split::{Split, Stable};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +40,7 @@ use kube::runtime::controller::{Action, Config, Controller};
 use crate::metrics;
 use crate::watch::Stored;
 use context::describe_object;
+use ledger::Verdict;
 use triggers::{Role, stream_from, triggers};
 
 /// Deleted parents whose children are collected at once.
@@ -55,64 +58,89 @@ const ECHO_REPLACED: Duration = Duration::from_millis(100);
 /// waits on another object, or a child kind that is not watched; the controller retries
 /// with backoff ([`error_policy`]).
 pub async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let me = ctx.parent_ref(&parent);
-    let name = ctx.def.name.clone();
-    let since = ctx.ledger().serve(&me);
-    if let Some(since) = since {
-        ctx.metrics
-            .workqueue_queue_duration_seconds
-            .get_or_create(&metrics::queue(&name))
-            .observe(since.elapsed().as_secs_f64());
-    }
-    let in_flight = ctx
-        .metrics
-        .reconciles_in_flight
-        .get_or_create(&metrics::definition(&name))
-        .clone();
-    in_flight.inc();
-    let started = std::time::Instant::now();
-    let span = tracing::info_span!("reconcile", definition = %name, parent = %describe_object(&parent));
-    ctx.ledger().pass_started(&me);
-    let mut result = tracing::Instrument::instrument(pass::Pass::new(&ctx, &parent).run(), span).await;
+    let me = ctx.parent_key(&parent);
+    let begun = ctx.ledger().begin(&me);
+    let counted = Counted::start(&ctx, begun.since);
+    let span = tracing::info_span!("reconcile", definition = %ctx.def.name, parent = %describe_object(&parent));
+    let pass = pass::Pass::new(&ctx, &parent, begun.conflict);
+    let ended = tracing::Instrument::instrument(pass.run(), span).await;
+    let mut result = ended.answer;
+    let verdict = match &result {
+        Ok(_) => Verdict::Succeeded,
+        Err(e) => Verdict::Failed { refused: e.forbidden() },
+    };
     // An echo of this pass's own write was let go, but the pass left something to wait
     // for (a child held back, a retry): the wake-up the echo was is given back.
-    if ctx.ledger().pass_ended(&me) && result.is_ok() {
+    if ctx.ledger().end(&me, ended.left, verdict) && result.is_ok() {
         result = Ok(Action::requeue(ECHO_REPLACED));
     }
-    in_flight.dec();
-    ctx.metrics
-        .reconcile_time_seconds
-        .get_or_create(&metrics::controller(&name))
-        .observe(started.elapsed().as_secs_f64());
-    let outcome = if result.is_ok() { "success" } else { "error" };
-    ctx.metrics
-        .reconcile_total
-        .get_or_create(&metrics::ResultLabels {
-            controller: name.clone(),
-            result: outcome.into(),
-        })
-        .inc();
-    match &result {
-        Ok(_) => ctx.ledger().succeeded(&me),
-        Err(e) => {
-            if !matches!(e, ReconcileError::Waiting(_)) && !e.transient() {
-                ctx.passed(&parent, rollout::Outcome::Failed(e.to_string()));
-            }
+    if let Err(e) = &result
+        && !matches!(e, ReconcileError::Waiting(_))
+        && !e.transient()
+    {
+        ctx.record_for_rollout(&parent, revision_split::Outcome::Failed(e.to_string()));
+    }
+    counted.finish(&ctx, result.is_ok());
+    result
+}
+
+/// A pass as the metrics count it: in flight from its start, then timed and counted by
+/// its result.
+struct Counted {
+    in_flight: prometheus_client::metrics::gauge::Gauge,
+    started: std::time::Instant,
+}
+
+impl Counted {
+    /// A pass starts, serving a request that arrived at `since`.
+    fn start(ctx: &Context, since: Option<std::time::Instant>) -> Counted {
+        let name = &ctx.def.name;
+        if let Some(since) = since {
             ctx.metrics
-                .reconcile_errors_total
-                .get_or_create(&metrics::controller(&name))
-                .inc();
-            if let Some(message) = e.forbidden() {
-                ctx.ledger().refused(&me, message);
-            }
+                .workqueue_queue_duration_seconds
+                .get_or_create(&metrics::queue(name))
+                .observe(since.elapsed().as_secs_f64());
+        }
+        let in_flight = ctx
+            .metrics
+            .reconciles_in_flight
+            .get_or_create(&metrics::definition(name))
+            .clone();
+        in_flight.inc();
+        Counted {
+            in_flight,
+            started: std::time::Instant::now(),
         }
     }
-    result
+
+    /// The pass ended, successfully or not.
+    fn finish(self, ctx: &Context, succeeded: bool) {
+        let name = &ctx.def.name;
+        self.in_flight.dec();
+        ctx.metrics
+            .reconcile_time_seconds
+            .get_or_create(&metrics::controller(name))
+            .observe(self.started.elapsed().as_secs_f64());
+        let result = if succeeded { "success" } else { "error" };
+        ctx.metrics
+            .reconcile_total
+            .get_or_create(&metrics::ResultLabels {
+                controller: name.clone(),
+                result: result.into(),
+            })
+            .inc();
+        if !succeeded {
+            ctx.metrics
+                .reconcile_errors_total
+                .get_or_create(&metrics::controller(name))
+                .inc();
+        }
+    }
 }
 
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let me = ctx.parent_ref(&parent);
+    let me = ctx.parent_key(&parent);
     let n = ctx.ledger().failed(&me, 10);
     // An unreachable API server is everyone's problem and costs nothing to retry: parents
     // come back within seconds of it, instead of after a backoff grown during the outage.
@@ -146,7 +174,7 @@ async fn collect_deleted(ctx: Arc<Context>) {
             let ctx = ctx.clone();
             async move {
                 if collect::is_gone(&ctx, &parent) {
-                    ctx.forget(&ctx.parent_ref(&parent));
+                    ctx.forget(&ctx.parent_key(&parent));
                     // Held still: the garbage collector, not Stencil, removes what it owned.
                     if pause::paused_by(&ctx.def, &parent).is_some() {
                         return;
@@ -183,7 +211,7 @@ pub async fn run(
     });
     let collector = tokio::spawn(collect_deleted(ctx.clone()));
     let resource = ctx.parents.resolved.resource.clone();
-    let stored = move |r: ledger::ParentRef| r.into_kind_unchecked::<Stored>(resource.clone());
+    let stored = move |r: ledger::ParentKey| r.into_kind_unchecked::<Stored>(resource.clone());
     let mut controller = Controller::for_stream_with(
         futures::stream::pending(),
         ctx.parents.reader(),

@@ -14,9 +14,9 @@ use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::context::describe_object;
-use super::ledger::ParentRef;
+use super::ledger::Left;
 use super::rendering::{render_failed, render_off_thread, status_after_writes};
-use super::{Context, ReconcileError, apply, collect, finalize, pause, prune, rollout, shard, status};
+use super::{Context, ReconcileError, apply, collect, finalize, pause, prune, revision_split, shard, status_write};
 use crate::metrics;
 use crate::object_key::ObjectKey;
 use crate::render::{self, RenderOutput};
@@ -39,12 +39,21 @@ type Answer = Result<Action, ReconcileError>;
 pub(super) struct Pass<'a> {
     ctx: &'a Arc<Context>,
     parent: &'a Arc<DynamicObject>,
-    key: ParentRef,
+    /// The conflict the parent reported before this pass, so that it is said once.
+    reported: Option<String>,
+    /// What the pass leaves in the ledger, once it reached its answer.
+    left: Option<Left>,
     /// Whether the parent has just come from another member of the ring: its children
     /// are looked up anew, and the handover ends once none is held back.
     arrived: bool,
     /// The parent's children as the watches (or, on arrival, the API server) show them.
     observed: Vec<Arc<DynamicObject>>,
+}
+
+/// How a pass ended: its answer, and what it leaves in the ledger when it reached one.
+pub(super) struct Ended {
+    pub(super) answer: Answer,
+    pub(super) left: Option<Left>,
 }
 
 /// What applying a pass's children came to.
@@ -65,19 +74,29 @@ struct Applies {
 }
 
 impl<'a> Pass<'a> {
-    /// A pass of `parent`.
-    pub(super) fn new(ctx: &'a Arc<Context>, parent: &'a Arc<DynamicObject>) -> Self {
+    /// A pass of `parent`, which reported `conflict` before.
+    pub(super) fn new(ctx: &'a Arc<Context>, parent: &'a Arc<DynamicObject>, reported: Option<String>) -> Self {
         Pass {
-            key: ctx.parent_ref(parent),
             ctx,
             parent,
+            reported,
+            left: None,
             arrived: false,
             observed: Vec::new(),
         }
     }
 
+    /// Runs the pass to its end.
+    pub(super) async fn run(mut self) -> Ended {
+        let answer = self.steps().await;
+        Ended {
+            answer,
+            left: self.left,
+        }
+    }
+
     /// Runs the steps in order; a step that ends the pass gives its answer.
-    pub(super) async fn run(mut self) -> Answer {
+    async fn steps(&mut self) -> Answer {
         if let ControlFlow::Break(answer) = self.gate().await {
             return answer;
         }
@@ -163,7 +182,7 @@ impl<'a> Pass<'a> {
                 ControlFlow::Continue(out)
             }
             Err(failure) => {
-                ctx.passed(self.parent, rollout::Outcome::Failed(failure.to_string()));
+                ctx.record_for_rollout(self.parent, revision_split::Outcome::Failed(failure.to_string()));
                 ControlFlow::Break(render_failed(ctx, self.parent, &parent_json, failure).await)
             }
         }
@@ -195,7 +214,7 @@ impl<'a> Pass<'a> {
                 applies.record(result, &child.object);
             }
         }
-        apply::tell(self.ctx, self.parent, &applies.writes).await;
+        apply::event_for_writes(self.ctx, self.parent, &applies.writes).await;
         applies
     }
 
@@ -203,8 +222,8 @@ impl<'a> Pass<'a> {
     /// to go; an immutable change needs the author or the user: either holds the parent
     /// back, said once (a Warning event per change, not per resync), with nothing
     /// deleted.
-    async fn answer(&self, out: RenderOutput, applies: Applies) -> Answer {
-        let (ctx, parent, key) = (self.ctx, self.parent, &self.key);
+    async fn answer(&mut self, out: RenderOutput, applies: Applies) -> Answer {
+        let (ctx, parent) = (self.ctx, self.parent);
         let status = if applies.answers.is_empty() {
             out.status
         } else {
@@ -220,22 +239,27 @@ impl<'a> Pass<'a> {
             .chain(applies.immutable.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join("; ");
-        ctx.ledger()
-            .waits_for(key, applies.conflicts.into_iter().map(|(k, _)| k).collect());
+        let conflict = (!message.is_empty()).then(|| message.clone());
+        let said_before = self.reported == conflict;
+        self.left = Some(Left {
+            conflict,
+            waits_for: applies.conflicts.into_iter().map(|(k, _)| k).collect(),
+            clean: false,
+        });
         if message.is_empty() {
-            ctx.ledger().conflict(key, None);
-            status::write(ctx, parent, &status).await?;
-            ctx.passed(parent, rollout::outcome_of(&status));
-            if requeue.is_none() && out.waiting.is_empty() && !self.arrived {
-                ctx.ledger().ended_clean(key);
+            status_write::write(ctx, parent, &status).await?;
+            ctx.record_for_rollout(parent, revision_split::outcome_of(&status));
+            let clean = requeue.is_none() && out.waiting.is_empty() && !self.arrived;
+            if let Some(left) = &mut self.left {
+                left.clean = clean;
             }
         } else {
-            if ctx.ledger().conflict(key, Some(message.clone())) {
+            if !said_before {
                 tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), "{reason}: {message}");
                 ctx.event(parent, EventType::Warning, reason, message.clone()).await;
             }
-            status::write(ctx, parent, &render::not_ready(&status, reason, &message)).await?;
-            ctx.passed(parent, rollout::Outcome::Failed(format!("{reason}: {message}")));
+            status_write::write(ctx, parent, &render::not_ready(&status, reason, &message)).await?;
+            ctx.record_for_rollout(parent, revision_split::Outcome::Failed(format!("{reason}: {message}")));
             if in_conflict {
                 // A holder's child that goes wakes this parent through the watch; an
                 // object made by hand is not watched, so it is looked at again within a
@@ -256,7 +280,7 @@ impl<'a> Pass<'a> {
         };
         let message = message.unwrap_or_else(|| error.to_string());
         let status = render::not_ready(rendered, reason, &message);
-        if let Err(status_error) = status::write(self.ctx, self.parent, &status).await {
+        if let Err(status_error) = status_write::write(self.ctx, self.parent, &status).await {
             tracing::warn!(error = %status_error, "could not write the status");
         }
         error
@@ -272,7 +296,7 @@ impl Applies {
                 self.writes.push(what);
                 self.answers.push(*answer);
             }
-            Ok(apply::Applied::Soon) => self.requeue = sooner(self.requeue, RECREATE_RETRY),
+            Ok(apply::Applied::Retry) => self.requeue = sooner(self.requeue, RECREATE_RETRY),
             Ok(apply::Applied::Replacing) => self.requeue = sooner(self.requeue, REPLACING_RETRY),
             Ok(apply::Applied::Immutable(message)) => self.immutable.push(message),
             Ok(apply::Applied::Conflict(message)) => {

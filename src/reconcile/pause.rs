@@ -7,7 +7,7 @@ use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
 
 use super::context::describe_object;
-use super::{Context, status};
+use super::{Context, status_write};
 use crate::compile::CompiledDefinition;
 use crate::labels;
 
@@ -51,7 +51,7 @@ pub(super) async fn hold(ctx: &Context, parent: &DynamicObject, by: PausedBy) ->
         message.push_str("; the deletion waits for that");
     }
     let status = crate::render::paused_status(parent.data.get("status"), &message);
-    if let Err(e) = status::write(ctx, parent, &status).await {
+    if let Err(e) = status_write::write(ctx, parent, &status).await {
         tracing::warn!(definition = %ctx.def.name, parent = %describe_object(parent), error = %e, "could not say Paused on the status");
     }
     Action::await_change()

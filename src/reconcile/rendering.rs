@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::context::{describe, describe_object};
 use super::readers::LookupSelection;
-use super::{Context, ReconcileError, status};
+use super::{Context, ReconcileError, status_write};
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
@@ -86,7 +86,10 @@ pub(super) async fn render_off_thread<T: Send + 'static>(
         (parent_json, rendered)
     })
     .await
-    .map_err(|e| ReconcileError::RenderAborted(describe_object(parent), e.to_string()))
+    .map_err(|source| ReconcileError::RenderAborted {
+        parent: describe_object(parent),
+        source,
+    })
 }
 
 /// A render that failed: the parent's status says why, an Error event is published, and
@@ -101,7 +104,7 @@ pub(super) async fn render_failed(
     ctx.event(parent, EventType::Warning, "Error", failure.to_string())
         .await;
     let status = render::failure_status(parent_json, &failure, &ctx.def_for(parent).latched_conditions());
-    status::write(ctx, parent, &status).await?;
+    status_write::write(ctx, parent, &status).await?;
     Ok(Action::requeue(ctx.resync()))
 }
 
@@ -157,7 +160,7 @@ fn fetch_lookups(
             }
         }
     }
-    let me = ctx.parent_ref(parent);
+    let me = ctx.parent_key(parent);
     ctx.ledger().reads(&me, reads, selections);
     Ok(render::match_lookups(&requests, &found))
 }

@@ -67,7 +67,7 @@ async fn hand_over(ctx: &Context, parent: &DynamicObject) -> Result<(), Reconcil
         .await
     {
         Ok(_) => {
-            ctx.forget(&ctx.parent_ref(parent));
+            ctx.forget(&ctx.parent_key(parent));
             tracing::info!(parent = %describe_object(parent), "handed over to another member");
             Ok(())
         }

@@ -9,7 +9,7 @@ use kube::api::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::context::{Context, ParentRef};
+use super::context::{Context, ParentKey};
 use crate::labels;
 use crate::object_key::ObjectKey;
 use crate::watch::WatchLease;
@@ -28,7 +28,7 @@ pub(super) fn triggers(
     ctx: &Arc<Context>,
     watch: &WatchLease,
     role: Role,
-) -> impl futures::Stream<Item = ParentRef> + Send + 'static {
+) -> impl futures::Stream<Item = ParentKey> + Send + 'static {
     let ctx = ctx.clone();
     let gvk = watch.gvk.clone();
     stream_from(watch.subscribe()).flat_map(move |meta| {
@@ -39,7 +39,7 @@ pub(super) fn triggers(
         );
         let refs = match role {
             Role::Child => {
-                let mut refs: Vec<ParentRef> = child_parent(&ctx, &meta)
+                let mut refs: Vec<ParentKey> = child_parent(&ctx, &meta)
                     .filter(|parent| !ctx.is_echo(parent, &meta))
                     .into_iter()
                     .collect();
@@ -48,7 +48,7 @@ pub(super) fn triggers(
                 refs
             }
             Role::Lookup => {
-                let mut refs: Vec<ParentRef> = ctx.ledger().readers_of(&key);
+                let mut refs: Vec<ParentKey> = ctx.ledger().readers_of(&key);
                 refs.extend(ctx.ledger().selecting(|s| s.gvk == gvk && s.matches(&meta)));
                 refs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
                 refs.dedup();
@@ -63,7 +63,7 @@ pub(super) fn triggers(
 }
 
 /// The parent of a child, from its `stencil.dev/` labels, when it belongs to this definition.
-pub(super) fn child_parent(ctx: &Context, child: &ObjectMeta) -> Option<ParentRef> {
+pub(super) fn child_parent(ctx: &Context, child: &ObjectMeta) -> Option<ParentKey> {
     let empty = std::collections::BTreeMap::new();
     let l = child.labels.as_ref().unwrap_or(&empty);
     if l.get(labels::DEFINITION).map(String::as_str) != Some(crate::labels::label_value(&ctx.def.name).as_str()) {

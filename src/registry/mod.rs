@@ -1,19 +1,21 @@
 //! Runs one controller per definition. Source events go through a pure state machine
 //! ([`state::step`]) whose effects the [`supervisor::Supervisor`] carries out off the
 //! loop, so no definition's task can stall another definition's change; every status
-//! report goes through the one status task ([`status`]).
+//! report goes through the one status task ([`definition_status`]).
 
+pub mod definition_status;
+pub mod dependencies;
 mod release;
-pub mod report;
-mod rollout;
-pub mod shell;
-pub mod state;
-pub mod status;
-pub mod supervisor;
+mod report;
+mod rollout_driver;
+mod state;
+mod supervisor;
+
+pub use supervisor::RELEASE_GRACE;
 
 use crate::metrics::StateLabel;
 use crate::source::SourceEvent;
-use shell::Shell;
+use dependencies::Dependencies;
 use state::State;
 use supervisor::Supervisor;
 
@@ -21,16 +23,16 @@ use supervisor::Supervisor;
 pub struct Registry {
     state: State,
     supervisor: Supervisor,
-    shell: Shell,
+    deps: Dependencies,
 }
 
 impl Registry {
     /// An empty registry.
-    pub fn new(shell: Shell) -> Self {
+    pub fn new(deps: Dependencies) -> Self {
         Registry {
             state: State::default(),
-            supervisor: Supervisor::new(shell.clone()),
-            shell,
+            supervisor: Supervisor::new(deps.clone()),
+            deps,
         }
     }
 
@@ -45,7 +47,7 @@ impl Registry {
             ("conflict", counts.conflict),
             ("invalid", counts.invalid),
         ] {
-            self.shell
+            self.deps
                 .metrics
                 .definitions
                 .get_or_create(&StateLabel { state: state.into() })

@@ -11,7 +11,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use super::shell::{Shell, resolve, share};
+use super::dependencies::{Dependencies, resolve, share};
 use crate::compile::CompiledDefinition;
 use crate::reconcile;
 
@@ -23,8 +23,8 @@ const TEARDOWN_BEFORE_RELEASE: Duration = Duration::from_secs(300);
 /// more, so no parent is left undeletable. Parents being deleted are torn down first, as
 /// the definition says, so their children that the garbage collector cannot reach do not
 /// leak. Paused parents are left as they are.
-pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) {
-    let parents = match shell.watches.acquire(&def.parent, share(&shell, &def), &def.name).await {
+pub(super) async fn release_parents(deps: Dependencies, def: Arc<CompiledDefinition>) {
+    let parents = match deps.watches.acquire(&def.parent, share(&deps, &def), &def.name).await {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(definition = %def.name, error = %e, "cannot release the parents' finalizers");
@@ -42,11 +42,11 @@ pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) 
         .filter(|p| p.metadata.deletion_timestamp.is_some())
         .collect();
     if !deleting.is_empty() {
-        finish_teardowns(&shell, &def, deleting).await;
+        finish_teardowns(&deps, &def, deleting).await;
     }
     for parent in parents.objects().into_iter().filter(|p| !held(p)) {
         let namespace = parent.namespace();
-        let api = crate::discovery::api(&shell.client, namespace.as_deref(), &parents.resolved.resource);
+        let api = crate::discovery::api(&deps.client, namespace.as_deref(), &parents.resolved.resource);
         if let Err(e) = reconcile::release(&api, &parent).await {
             tracing::warn!(parent = %parent.name_any(), error = %e, "could not release the finalizer");
         }
@@ -56,8 +56,8 @@ pub(super) async fn release_parents(shell: Shell, def: Arc<CompiledDefinition>) 
 
 /// Reconciles each parent being deleted until its teardown is done (its finalizer
 /// released), or until [`TEARDOWN_BEFORE_RELEASE`] has passed.
-async fn finish_teardowns(shell: &Shell, def: &Arc<CompiledDefinition>, deleting: Vec<Arc<DynamicObject>>) {
-    let ctx = match resolve(shell, def, &def.all_child_kinds()).await {
+async fn finish_teardowns(deps: &Dependencies, def: &Arc<CompiledDefinition>, deleting: Vec<Arc<DynamicObject>>) {
+    let ctx = match resolve(deps, def, &def.all_child_kinds()).await {
         Ok(ctx) => Arc::new(ctx),
         Err((_, message)) => {
             tracing::warn!(definition = %def.name, "cannot finish the teardowns before the release: {message}");

@@ -4,7 +4,6 @@
 use serde_json::{Value, json};
 
 use crate::conditions::{condition, set};
-use crate::definition::FailingParent;
 use crate::reconcile::Decorated;
 use crate::source::Origin;
 
@@ -110,16 +109,7 @@ impl Report {
                 if let Some(d) = decorated {
                     status["decoratedParents"] = json!(d.parents);
                     status["readyParents"] = json!(d.ready);
-                    let failing: Vec<FailingParent> = d
-                        .failing
-                        .iter()
-                        .map(|(parent, reason, message)| FailingParent {
-                            parent: parent.clone(),
-                            reason: reason.clone(),
-                            message: message.clone(),
-                        })
-                        .collect();
-                    status["failingParents"] = json!(failing);
+                    status["failingParents"] = json!(d.failing);
                 }
                 set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
                 match (refused, problem) {

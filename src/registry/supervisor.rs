@@ -11,10 +11,10 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use tokio::sync::watch;
 
+use super::dependencies::{Dependencies, resolve};
 use super::release::release_parents;
 use super::report::Report;
-use super::rollout::{self, Driver};
-use super::shell::{Shell, resolve};
+use super::rollout_driver::{self, Driver};
 use super::state::{Effect, ParentKind, parent_kind};
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
@@ -38,7 +38,7 @@ type Barrier = Shared<BoxFuture<'static, ()>>;
 
 /// Runs the effects.
 pub struct Supervisor {
-    shell: Shell,
+    deps: Dependencies,
     running: HashMap<Origin, watch::Sender<bool>>,
     /// The last task started for each parent kind; the next one waits for it.
     barriers: HashMap<ParentKind, Barrier>,
@@ -49,9 +49,9 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// A supervisor with nothing running.
-    pub fn new(shell: Shell) -> Self {
+    pub fn new(deps: Dependencies) -> Self {
         Supervisor {
-            shell,
+            deps,
             running: HashMap::new(),
             barriers: HashMap::new(),
             releases: HashMap::new(),
@@ -70,18 +70,18 @@ impl Supervisor {
             } => {
                 self.stop(&origin);
                 let (stop, stopped) = watch::channel(false);
-                let shell = self.shell.clone();
+                let deps = self.deps.clone();
                 tracing::info!(definition = %origin, "started");
                 self.running.insert(origin.clone(), stop);
                 let kind = parent_kind(&def);
                 if let Some(cancel) = self.releases.remove(&kind) {
                     let _ = cancel.send(true);
                 }
-                self.chain(kind, serve(shell, origin, (def, fallback), kinds_seen, stopped));
+                self.chain(kind, serve(deps, origin, (def, fallback), kinds_seen, stopped));
             }
             Effect::Stop(origin) => self.stop(&origin),
             Effect::Release(def) => {
-                let shell = self.shell.clone();
+                let deps = self.deps.clone();
                 let kind = parent_kind(&def);
                 let (cancel, cancelled) = watch::channel(false);
                 if let Some(earlier) = self.releases.insert(kind.clone(), cancel) {
@@ -89,13 +89,13 @@ impl Supervisor {
                 }
                 self.chain(kind, async move {
                     if pause(&cancelled, RELEASE_GRACE).await {
-                        release_parents(shell, def).await;
+                        release_parents(deps, def).await;
                     } else {
                         tracing::info!(definition = %def.name, kind = %def.parent, "another definition serves the kind again; nothing released");
                     }
                 });
             }
-            Effect::Report(origin, report) => self.shell.reports.send(&origin, report),
+            Effect::Report(origin, report) => self.deps.reports.send(&origin, report),
             Effect::FileInvalid(file, message) => {
                 tracing::error!(file = %file, "{message}; definitions from this file keep their last good version")
             }
@@ -154,7 +154,7 @@ async fn pause(stop: &watch::Receiver<bool>, d: Duration) -> bool {
 /// Retries `attempt` every [`RETRY`], reporting why it waits, until it succeeds or the
 /// definition is stopped.
 async fn until_ready<T, F, Fut>(
-    shell: &Shell,
+    deps: &Dependencies,
     origin: &Origin,
     stop: &watch::Receiver<bool>,
     mut attempt: F,
@@ -169,7 +169,7 @@ where
         }
         match attempt().await {
             Ok(v) => return Some(v),
-            Err((reason, message)) => shell.reports.send(origin, Report::Waiting { reason, message }),
+            Err((reason, message)) => deps.reports.send(origin, Report::Waiting { reason, message }),
         }
         if !pause(stop, RETRY).await {
             return None;
@@ -182,27 +182,27 @@ where
 /// stopped. Its watches are released when it ends. A CRD change refused as breaking
 /// leaves the CRD as it is, and the version it replaced (`fallback`) serves on.
 async fn serve(
-    shell: Shell,
+    deps: Dependencies,
     origin: Origin,
     (def, fallback): (Arc<CompiledDefinition>, Option<Arc<CompiledDefinition>>),
     kinds_seen: Vec<Gvk>,
     stop: watch::Receiver<bool>,
 ) {
     // A decorator's parents are not sharded: only the leader serves it.
-    if def.spec.is_decorator() && !shell.leadership.now() {
+    if def.spec.is_decorator() && !deps.leadership.now() {
         tokio::select! {
-            () = shell.leadership.wait() => {}
+            () = deps.leadership.wait() => {}
             () = stopped(stop.clone()) => return,
         }
     }
-    let installed = until_ready(&shell, &origin, &stop, || async {
-        let installer = if shell.leadership.now() {
+    let installed = until_ready(&deps, &origin, &stop, || async {
+        let installer = if deps.leadership.now() {
             crate::crd::Installer::Apply
         } else {
             crate::crd::Installer::AwaitLeader
         };
-        let webhook = shell.webhook.as_ref().map(|w| w.borrow().clone());
-        match crate::crd::install(&shell.client, &def, webhook.as_ref(), installer).await {
+        let webhook = deps.webhook.as_ref().map(|w| w.borrow().clone());
+        match crate::crd::install(&deps.client, &def, webhook.as_ref(), installer).await {
             Ok(recorded) => Ok((None, recorded)),
             Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
             Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
@@ -228,15 +228,15 @@ async fn serve(
                 reason: "BreakingSchemaChange",
                 message: message.clone(),
             };
-            shell.reports.send(&origin, report);
+            deps.reports.send(&origin, report);
             stopped(stop).await;
             return;
         }
         (None, _) => def,
     };
     let _migration = refused.is_none().then(|| {
-        let (client, reports, origin, def) = (shell.client.clone(), shell.reports.clone(), origin.clone(), def.clone());
-        let (method, leadership) = (shell.storage_migration, shell.leadership.clone());
+        let (client, reports, origin, def) = (deps.client.clone(), deps.reports.clone(), origin.clone(), def.clone());
+        let (method, leadership) = (deps.storage_migration, deps.leadership.clone());
         crate::tasks::Owned::spawn(async move {
             // One replica rewrites the objects: the leader, or the next one.
             leadership.wait().await;
@@ -249,35 +249,33 @@ async fn serve(
     });
     // The revisions, and the rollout between them, before any parent is served.
     let split = match refused {
-        None => until_ready(&shell, &origin, &stop, || rollout::prepare(&shell, &origin, &def)).await,
+        None => until_ready(&deps, &origin, &stop, || rollout_driver::prepare(&deps, &origin, &def)).await,
         Some(_) => Some(None),
     };
     let Some(split) = split else { return };
-    let Some(ctx) = until_ready(&shell, &origin, &stop, || resolve(&shell, &def, &kinds_seen)).await else {
+    let Some(ctx) = until_ready(&deps, &origin, &stop, || resolve(&deps, &def, &kinds_seen)).await else {
         return;
     };
     let ctx = Arc::new(ctx.rolling(split));
-    let _rollout = Driver::new(&shell, &origin, &def, &ctx).map(|driver| {
-        let (shell, ctx) = (shell.clone(), ctx.clone());
-        crate::tasks::Owned::spawn(async move { driver.run(&shell, &ctx).await })
+    let _rollout = Driver::new(&deps, &origin, &def, &ctx).map(|driver| {
+        let (deps, ctx) = (deps.clone(), ctx.clone());
+        crate::tasks::Owned::spawn(async move { driver.run(&deps, &ctx).await })
     });
     let mut watched: Vec<String> = ctx.watched().map(|w| w.gvk.to_string()).collect();
     watched.sort();
     watched.dedup();
-    let controller = tokio::spawn(reconcile::run(ctx.clone(), shell.concurrency, stopped(stop.clone())));
+    let controller = tokio::spawn(reconcile::run(ctx.clone(), deps.concurrency, stopped(stop.clone())));
     let mut last = None;
     loop {
         let now = (ctx.parent_count(), ctx.problem(), ctx.decorated());
         if last.as_ref() != Some(&now) {
             if let Some(d) = &now.2 {
                 let label = crate::metrics::definition(&def.name);
-                shell
-                    .metrics
+                deps.metrics
                     .decorated_parents
                     .get_or_create(&label)
                     .set(d.parents as i64);
-                shell
-                    .metrics
+                deps.metrics
                     .decorated_ready_parents
                     .get_or_create(&label)
                     .set(d.ready as i64);
@@ -289,7 +287,7 @@ async fn serve(
                 decorated: now.2.clone(),
                 refused: refused.clone(),
             };
-            shell.reports.send(&origin, report);
+            deps.reports.send(&origin, report);
             last = Some(now);
         }
         if !pause(&stop, Duration::from_secs(5)).await {
@@ -299,7 +297,7 @@ async fn serve(
         reconcile::strays(&ctx).await;
     }
     let label = crate::metrics::definition(&def.name);
-    shell.metrics.decorated_parents.remove(&label);
-    shell.metrics.decorated_ready_parents.remove(&label);
+    deps.metrics.decorated_parents.remove(&label);
+    deps.metrics.decorated_ready_parents.remove(&label);
     let _ = controller.await;
 }

@@ -9,13 +9,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::registry::RELEASE_GRACE;
 pub use client::Observer;
 
 use crate::http::{self, Health, ServeError};
 use crate::leader::{self, Election, ElectionError, Fence, Leadership};
 use crate::metrics::Metrics;
-use crate::registry::shell::Shell;
-use crate::registry::{Registry, status};
+use crate::registry::dependencies::Dependencies;
+use crate::registry::{Registry, definition_status};
 use crate::sharding;
 use crate::source::{cluster, files};
 use crate::watch::Watches;
@@ -298,8 +299,8 @@ impl Runtime {
                 table,
             ))
         });
-        let (reports, status_task) = status::start(leader_client, leadership.clone());
-        let shell = Shell {
+        let (reports, status_task) = definition_status::start(leader_client, leadership.clone());
+        let deps = Dependencies {
             client,
             watches,
             concurrency: options.concurrency,
@@ -320,7 +321,7 @@ impl Runtime {
                 }),
             leadership,
         };
-        let mut registry = Registry::new(shell);
+        let mut registry = Registry::new(deps);
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");
         // Unsharded, the leader Lease is what lets this process write. Sharded, the
         // membership Lease is; the leader Lease, once held, only for assigning parents.

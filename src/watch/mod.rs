@@ -211,16 +211,6 @@ impl Watches {
         &self.namespaces
     }
 
-    /// How many watches run now.
-    pub fn len(&self) -> usize {
-        self.registry.running.lock().expect("watches lock").len()
-    }
-
-    /// True when no watch runs.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// A lease on the watch of a kind for `owner`, started on first use. It returns once
     /// the store holds its first list, or with the reason it cannot: the kind is not
     /// served, the list is forbidden, or it did not arrive within the sync timeout.

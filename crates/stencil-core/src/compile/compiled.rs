@@ -88,7 +88,7 @@ impl CompiledDefinition {
         self.entries().find(|(_, c)| c.name == name).map(|(i, _)| i)
     }
 
-    /// The template name of the child entry at `index` ([`names`]).
+    /// The template name of the child entry at `index` (named as the `names` module names them).
     pub fn template_name(&self, index: usize) -> String {
         let name = &self.entry(index).name;
         if self.is_finalize(index) {
@@ -108,7 +108,7 @@ impl CompiledDefinition {
         self.until.as_ref()
     }
 
-    /// A compiled template by its name in the definition's environment ([`names`]).
+    /// A compiled template by its name in the definition's environment (named as the `names` module names them).
     ///
     /// # Errors
     ///

@@ -13,6 +13,10 @@ use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
 const API_VERSION: &str = "stencil.dev/v1alpha1";
 const KIND: &str = "OperatorDefinition";
 
+/// Where a check reports a problem: the field, the error, and the position inside the
+/// field's text (a template's line and column) when it has one.
+pub(super) type Report<'a> = &'a mut dyn FnMut(Field, CompileError, Option<(u64, u64)>);
+
 /// A field of a definition that an error can point at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Field {

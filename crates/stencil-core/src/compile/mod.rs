@@ -49,6 +49,9 @@ pub enum CompileError {
     /// A field holds a value Stencil cannot use.
     #[error("{0}")]
     Invalid(String),
+    /// An apiVersion is neither `group/version` nor a bare core version.
+    #[error(transparent)]
+    ApiVersion(#[from] crate::gvk::ApiVersionError),
     /// Two entries share a name.
     #[error("`{0}` is defined twice")]
     Duplicate(String),
@@ -111,7 +114,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     let parent = match Gvk::parse(&spec.parent.api_version, &spec.parent.kind) {
         Ok(gvk) => Some(gvk),
         Err(e) => {
-            c.report(Field::Parent, CompileError::Invalid(e.to_string()), None);
+            c.report(Field::Parent, CompileError::ApiVersion(e), None);
             None
         }
     };

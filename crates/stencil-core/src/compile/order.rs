@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::CompileError;
 use super::document::Field;
-use super::validate::Report;
+use super::document::Report;
 use crate::definition::Child;
 
 /// Orders one list of children (`children`, or `finalize.children` numbered from

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::document::Field;
+use super::document::{Field, Report};
 use super::order::dependency_order;
 use super::selectors::{decorator_problems, lookup_problems};
 use super::{CompileError, schema};
@@ -16,8 +16,6 @@ pub const RESERVED_CONDITIONS: &[&str] = &["Finalized", "Ready", "Reconciling", 
 
 /// Status keys Stencil writes itself.
 pub const RESERVED_STATUS_FIELDS: &[&str] = &["conditions", "observedGeneration"];
-
-pub(super) type Report<'a> = &'a mut dyn FnMut(Field, CompileError, Option<(u64, u64)>);
 
 /// Runs every check, reporting each problem; returns the dependency order of `children`
 /// and of `finalize.children` (numbered after `children`) when the dependencies are sound.
@@ -77,7 +75,7 @@ pub(crate) fn check(
             );
         }
         if let Err(e) = Gvk::parse(&lookup.api_version, &lookup.kind) {
-            report(Field::LookupName(i), CompileError::Invalid(e.to_string()), None);
+            report(Field::LookupName(i), CompileError::ApiVersion(e), None);
         }
         for problem in lookup_problems(spec, lookup) {
             report(Field::LookupSelector(i), CompileError::Invalid(problem), None);

@@ -3,15 +3,15 @@
 //! here beyond defaults; validation is the compiler's job.
 
 mod crd_spec;
-mod rollout;
-mod status;
+mod observed;
+mod rollout_spec;
 
 pub use crd_spec::{CrdNames, CrdSchema, CrdScope, CrdSpec, CrdVersion, VersionConversion};
-pub use rollout::{
+pub use observed::{FailingParent, OperatorDefinitionStatus};
+pub use rollout_spec::{
     CarriedShare, DEFAULT_PROGRESS_DEADLINE_SECONDS, DEFAULT_REVISION_HISTORY_LIMIT, OnFailure, RolloutPhase,
     RolloutSpec, RolloutStatus, RolloutStep, RolloutStrategy, rollout_problems,
 };
-pub use status::{FailingParent, OperatorDefinitionStatus};
 
 use std::collections::BTreeMap;
 

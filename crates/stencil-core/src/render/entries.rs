@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use minijinja::value::Value as JinjaValue;
 use serde_json::Value;
 
-use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, status};
+use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, parent_status};
 use crate::gvk::Scopes;
 use crate::object_key::ObjectKey;
 use crate::readiness::Readiness;
@@ -34,7 +34,7 @@ impl<'a> Entries<'a> {
     }
 }
 
-/// Renders the entries at `order` (indices into [`CompiledDefinition::entry`]): an entry
+/// Renders the entries at `order` (indices into [`CompiledDefinition::entry`](crate::compile::CompiledDefinition::entry)): an entry
 /// is held back while a lookup is missing or what it depends on is not ready.
 pub(super) fn render_entries<'a>(
     info: &ParentInfo<'a>,
@@ -92,7 +92,7 @@ pub(super) fn render_entries<'a>(
                 }
                 let observed = input.observed.get(&child.name).map(Vec::as_slice).unwrap_or_default();
                 out.ready
-                    .insert(&child.name, status::child_readiness(def, i, &objects, observed));
+                    .insert(&child.name, parent_status::child_readiness(def, i, &objects, observed));
                 out.desired.extend(objects.into_iter().map(|object| DesiredChild {
                     child: child.name.clone(),
                     update_policy: child.update_policy,

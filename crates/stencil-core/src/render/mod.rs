@@ -1,21 +1,21 @@
 //! The pure render: (compiled definition, parent, observed children, lookups) → desired
 //! children, waiting children and the parent's status. No client, no clock, no I/O: the
-//! controller, `stencil render` and `stencil test` all call [`render`]. The parts:
-//! [`lookups`] (what to fetch), [`decorate`] (checking and labelling each rendered
-//! object), [`status`] (readiness and the parent's status) and [`finalize`] (the
-//! finalize step of a parent being deleted).
+//! controller, `stencil render` and `stencil test` all call [`render`]. The parts, each a
+//! private module: `lookups` (what to fetch), `decorate` (checking and labelling each
+//! rendered object), `parent_status` (readiness and the parent's status) and `finalize`
+//! (the finalize step of a parent being deleted).
 
 mod decorate;
 mod entries;
 mod finalize;
 mod lookups;
-mod status;
+mod parent_status;
 
 pub use decorate::collected_by_garbage_collector;
 use entries::render_entries;
 pub use finalize::{FinalizeOutput, render_finalize};
 pub use lookups::{LookupRequest, Target, lookup_requests, match_lookups, string_map};
-pub use status::{failure_status, not_ready, paused_status};
+pub use parent_status::{failure_status, not_ready, paused_status};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -367,7 +367,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.order(), &jinja_ctx, &input)?;
     let status =
-        status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
+        parent_status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
     Ok(RenderOutput {
         children: entries.desired,
         waiting: entries.waiting,

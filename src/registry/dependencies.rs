@@ -1,4 +1,4 @@
-//! What every controller task of the registry shares (the [`Shell`]), and building one
+//! What every controller task of the registry shares (the [`Dependencies`]), and building one
 //! definition's controller context from it: the supervisor starts controllers with it,
 //! and releasing a kind's parents reads them through it.
 
@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-use super::status::Reports;
+use super::definition_status::Reports;
 use crate::compile::CompiledDefinition;
 use crate::gvk::Gvk;
 use crate::labels;
@@ -16,7 +16,7 @@ use crate::watch::{WatchError, WatchLease, WatchSelection, Watches};
 
 /// What every controller task shares.
 #[derive(Clone)]
-pub struct Shell {
+pub struct Dependencies {
     /// The API client.
     pub client: Client,
     /// The process's watches.
@@ -44,21 +44,21 @@ pub struct Shell {
 
 /// Builds a controller context, or says which kind is not served or not allowed yet.
 pub(super) async fn resolve(
-    shell: &Shell,
+    deps: &Dependencies,
     def: &Arc<CompiledDefinition>,
     kinds_seen: &[Gvk],
 ) -> Result<Context, (&'static str, String)> {
-    let watches = &shell.watches;
+    let watches = &deps.watches;
     let owner = def.name.as_str();
     let fail = |e: WatchError| (e.reason(), e.to_string());
     let parents = watches
-        .acquire(&def.parent, parent_selection(shell, def), owner)
+        .acquire(&def.parent, parent_selection(deps, def), owner)
         .await
         .map_err(fail)?;
     let current = def.all_child_kinds();
     let mut children = Vec::new();
     for gvk in kinds_seen {
-        match watches.acquire(gvk, child_selection(shell, def), owner).await {
+        match watches.acquire(gvk, child_selection(deps, def), owner).await {
             Ok(w) => children.push(w),
             // A kind only an earlier version used may be gone; the current ones must exist.
             Err(e) if current.contains(gvk) => return Err(fail(e)),
@@ -70,38 +70,38 @@ pub(super) async fn resolve(
         lookups.push(watches.acquire(&gvk, WatchSelection::All, owner).await.map_err(fail)?);
     }
     Ok(Context::new(
-        shell.client.clone(),
+        deps.client.clone(),
         def.clone(),
-        shell.metrics.clone(),
+        deps.metrics.clone(),
         parents,
         children,
         lookups,
     )
     .serving(watches.namespaces())
-    .reporting_as(shell.instance.clone())
-    .sharded_as(sharded(shell, def).map(|m| m.name.as_str())))
+    .reporting_as(deps.instance.clone())
+    .sharded_as(sharded(deps, def).map(|m| m.name.as_str())))
 }
 
 /// This member when the definition's parents are sharded: a composite's are, a
 /// decorator's are not (its parents belong to others, and the sharder would have to
 /// label them; the leader serves it whole).
-pub(super) fn sharded<'s>(shell: &'s Shell, def: &CompiledDefinition) -> Option<&'s crate::sharding::Member> {
-    shell.shard.as_ref().filter(|_| !def.spec.is_decorator())
+pub(super) fn sharded<'s>(deps: &'s Dependencies, def: &CompiledDefinition) -> Option<&'s crate::sharding::Member> {
+    deps.shard.as_ref().filter(|_| !def.spec.is_decorator())
 }
 
 /// Which parents a definition's watch sees, selected by the API server so nothing else
 /// is held in memory: a decorator's label selector, or this member's share.
-fn parent_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
+fn parent_selection(deps: &Dependencies, def: &CompiledDefinition) -> WatchSelection {
     match def.parent_label_query() {
         Some(query) => WatchSelection::Labels(query.to_string()),
-        None => share(shell, def),
+        None => share(deps, def),
     }
 }
 
 /// Every parent of the definition's kind this member answers for: all of them, or its
 /// share when sharded.
-pub(super) fn share(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
-    match sharded(shell, def) {
+pub(super) fn share(deps: &Dependencies, def: &CompiledDefinition) -> WatchSelection {
+    match sharded(deps, def) {
         Some(member) => WatchSelection::Labels(format!("{}={}", labels::SHARD, member.name)),
         None => WatchSelection::All,
     }
@@ -109,8 +109,8 @@ pub(super) fn share(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
 
 /// Which children a definition's watches see: every object Stencil manages, or those of
 /// this member's share (rendering copies the parent's shard label onto its children).
-fn child_selection(shell: &Shell, def: &CompiledDefinition) -> WatchSelection {
-    match sharded(shell, def) {
+fn child_selection(deps: &Dependencies, def: &CompiledDefinition) -> WatchSelection {
+    match sharded(deps, def) {
         Some(member) => WatchSelection::Labels(format!(
             "{}={},{}={}",
             labels::MANAGED_BY,

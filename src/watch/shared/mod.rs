@@ -89,11 +89,6 @@ impl SharedWatch {
         self.store.len()
     }
 
-    /// True when the store holds no object.
-    pub fn is_empty(&self) -> bool {
-        self.store.is_empty()
-    }
-
     /// What `f` takes from each stored object's metadata, reading no object whole.
     pub fn scan_metadata<T>(&self, f: impl FnMut(&ObjectMeta) -> Option<T>) -> Vec<T> {
         self.store

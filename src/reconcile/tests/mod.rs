@@ -14,6 +14,7 @@ use crate::gvk::Gvk;
 use crate::labels;
 use crate::metrics::Metrics;
 use crate::watch::HandFed;
+use ledger::Tracked;
 
 mod sharded;
 
@@ -431,7 +432,7 @@ async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
         p["metadata"]["name"] = json!(format!("p{i}"));
         w.parents.apply(p.clone());
         let obj: DynamicObject = serde_json::from_value(p).unwrap();
-        let me = w.ctx.parent_ref(&obj);
+        let me = w.ctx.parent_key(&obj);
         w.ctx.requested(&me);
         error_policy(Arc::new(obj), &ReconcileError::Waiting("x".into()), w.ctx.clone());
         w.ctx.ledger().reads(
@@ -447,7 +448,11 @@ async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
     }
     assert_eq!(
         w.ctx.tracked(),
-        (20, 20, 20),
+        Tracked {
+            pending: 20,
+            failing: 20,
+            reading: 20
+        },
         "positive control: every map holds each parent"
     );
     for i in 0..20 {
@@ -456,10 +461,10 @@ async fn the_state_of_a_parent_that_is_gone_is_forgotten() {
         w.parents.delete(p);
     }
     w.ctx.sweep();
-    assert_eq!(w.ctx.tracked(), (0, 0, 0));
+    assert_eq!(w.ctx.tracked(), Tracked::default());
     // A request for a parent that is not there is not kept either.
     w.ctx.requested(&refs[0]);
-    assert_eq!(w.ctx.tracked(), (0, 0, 0));
+    assert_eq!(w.ctx.tracked(), Tracked::default());
 }
 
 /// `orders`' ConfigMap, made by hand: no Stencil label, written by kubectl.
@@ -1062,7 +1067,7 @@ async fn a_clean_pass_expects_the_echoes_of_its_own_writes() {
     let sent = w.reconcile(parent(None)).await;
     assert_eq!(sent.len(), 2, "positive control: the child and the status: {sent:?}");
     let obj: DynamicObject = serde_json::from_value(parent(None)).unwrap();
-    let me = w.ctx.parent_ref(&obj);
+    let me = w.ctx.parent_key(&obj);
     let meta = |uid: &str, version: &str| kube::api::ObjectMeta {
         uid: Some(uid.into()),
         resource_version: Some(version.into()),

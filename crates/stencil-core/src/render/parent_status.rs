@@ -186,7 +186,7 @@ fn latched(parent: &Value, type_: &str, generation: Option<i64>) -> Option<Value
 
 /// The status of a parent whose render failed: `Ready` False and `Stalled` True, with the
 /// errors as the message, and each of the `latched` condition types that is set as
-/// [`latched`] keeps it. The controller writes it and changes nothing else.
+/// `latched` keeps it. The controller writes it and changes nothing else.
 pub fn failure_status(parent: &Value, failure: &RenderFailure, latched_types: &[&str]) -> Value {
     let generation = parent.pointer("/metadata/generation").and_then(Value::as_i64);
     let message = failure.to_string();

@@ -46,7 +46,7 @@ pub struct OperatorDefinitionStatus {
 }
 
 /// A decorated object whose children are not all ready.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailingParent {
     /// `Kind namespace/name` of the decorated object.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use kube::runtime::events::EventType;
 
+use super::dependencies::{Dependencies, sharded};
 use super::report::Report;
-use super::shell::{Shell, sharded};
 use crate::compile::CompiledDefinition;
 use crate::definition::{OperatorDefinition, RolloutPhase, RolloutStatus, RolloutStrategy};
 use crate::metrics::{self, RevisionLabels};
@@ -25,16 +25,16 @@ use crate::source::Origin;
 /// rollout is known, so no parent takes the edit early; an immediate one serves even
 /// when its revision cannot be kept, and says so.
 pub(super) async fn prepare(
-    shell: &Shell,
+    deps: &Dependencies,
     origin: &Origin,
     def: &CompiledDefinition,
 ) -> Result<Option<Arc<Split>>, (&'static str, String)> {
-    let Some(home) = &shell.home else {
+    let Some(home) = &deps.home else {
         return Ok(None);
     };
     let canary = def.spec.rollout.strategy == RolloutStrategy::Canary;
-    let revisions = Revisions::new(&shell.client, home, &def.name);
-    let kept = if shell.leadership.now() {
+    let revisions = Revisions::new(&deps.client, home, &def.name);
+    let kept = if deps.leadership.now() {
         revisions.keep(&def.spec, &crate::conditions::now()).await.map(Some)
     } else {
         revisions.read(&def.spec).await
@@ -51,11 +51,11 @@ pub(super) async fn prepare(
         Err(e) if canary => return Err(("RevisionNotKept", format!("{e}; a Canary rollout waits for it"))),
         Err(e) => {
             let message = format!("{e}; the definition serves on, without its revision history");
-            shell.reports.send(origin, Report::RevisionFailed { message });
+            deps.reports.send(origin, Report::RevisionFailed { message });
             return Ok(None);
         }
     };
-    shell.reports.send(origin, Report::Rollout(kept.rollout.clone()));
+    deps.reports.send(origin, Report::Rollout(kept.rollout.clone()));
     let stable = stable(&kept, &def.name)?;
     Ok(Some(Arc::new(Split::new(kept.rollout, stable))))
 }
@@ -115,34 +115,39 @@ const IDLE_READS: u64 = 5;
 
 impl Driver {
     /// The driver of `def`'s rollout, when Stencil keeps its revisions.
-    pub(super) fn new(shell: &Shell, origin: &Origin, def: &Arc<CompiledDefinition>, ctx: &Context) -> Option<Self> {
+    pub(super) fn new(
+        deps: &Dependencies,
+        origin: &Origin,
+        def: &Arc<CompiledDefinition>,
+        ctx: &Context,
+    ) -> Option<Self> {
         ctx.split()?;
-        let home = shell.home.as_ref()?;
+        let home = deps.home.as_ref()?;
         Some(Driver {
-            revisions: Revisions::new(&shell.client, home, &def.name),
+            revisions: Revisions::new(&deps.client, home, &def.name),
             def: def.clone(),
             origin: origin.clone(),
             looks: std::sync::atomic::AtomicU64::new(0),
             counted: std::sync::Mutex::new(None),
             published: std::sync::Mutex::new(None),
             labels: std::sync::Mutex::new(Vec::new()),
-            metrics: shell.metrics.clone(),
+            metrics: deps.metrics.clone(),
         })
     }
 
     /// Looks at the rollout every [`TICK`] until the controller stops (the task is
     /// dropped with it).
-    pub(super) async fn run(self, shell: &Shell, ctx: &Context) {
+    pub(super) async fn run(self, deps: &Dependencies, ctx: &Context) {
         loop {
             tokio::time::sleep(TICK).await;
-            self.tick(shell, ctx).await;
+            self.tick(deps, ctx).await;
         }
     }
 
     /// One look: what is saved is taken up when it changed (a command, or the leader's
     /// step seen by another replica); then the leader decides the next move and, when
     /// there is one, saves it before the parents follow.
-    async fn tick(&self, shell: &Shell, ctx: &Context) {
+    async fn tick(&self, deps: &Dependencies, ctx: &Context) {
         let Some(split) = ctx.split() else { return };
         let state = split.state();
         let moving = crate::rollout::splits(&state);
@@ -151,7 +156,7 @@ impl Driver {
             return;
         }
         let version = match self.revisions.saved(&state.updated_revision).await {
-            Ok(Some((saved, _))) if saved != state => return self.adopt(shell, ctx, saved).await,
+            Ok(Some((saved, _))) if saved != state => return self.adopt(deps, ctx, saved).await,
             Ok(Some((_, version))) => version,
             Ok(None) => return,
             Err(e) => {
@@ -159,20 +164,20 @@ impl Driver {
                 return;
             }
         };
-        self.count(shell, ctx, &state);
+        self.count(deps, ctx, &state);
         // A paused definition holds its rollout where it is, as it holds its parents.
-        let decides = shell.leadership.now() && !self.def.paused;
+        let decides = deps.leadership.now() && !self.def.paused;
         // Only a sharded member reports its share; an unsharded standby has none to count.
-        let reports = sharded(shell, &self.def).is_some();
+        let reports = sharded(deps, &self.def).is_some();
         if !moving || !(decides || reports) {
             return;
         }
         let Some(health) = ctx.rollout_health() else { return };
-        self.report(shell, &state, &health).await;
+        self.report(deps, &state, &health).await;
         if !decides {
             return;
         }
-        let Some(health) = self.across_ring(shell, &state, health).await else {
+        let Some(health) = self.across_ring(deps, &state, health).await else {
             return;
         };
         let decision = decide(&self.def.spec.rollout, &state, &health, elapsed(&state));
@@ -200,20 +205,20 @@ impl Driver {
             ctx.definition_event(type_, reason, super::report::rollout_condition(&next).1)
                 .await;
         }
-        self.adopt(shell, ctx, next).await;
+        self.adopt(deps, ctx, next).await;
     }
 
     /// Writes this member's share of the step onto its Lease when it changed, so the
     /// leader judges the step on the whole ring.
-    async fn report(&self, shell: &Shell, state: &RolloutStatus, health: &Health) {
-        let Some(member) = sharded(shell, &self.def) else {
+    async fn report(&self, deps: &Dependencies, state: &RolloutStatus, health: &Health) {
+        let Some(member) = sharded(deps, &self.def) else {
             return;
         };
         let report = ShareReport::of(state, health);
         if self.published.lock().expect("published report").as_ref() == Some(&report) {
             return;
         }
-        match health::publish(&shell.client, member, &self.def.name, &report).await {
+        match health::publish(&deps.client, member, &self.def.name, &report).await {
             Ok(()) => *self.published.lock().expect("published report") = Some(report),
             Err(e) => {
                 tracing::warn!(definition = %self.def.name, error = %e, "could not report the rollout's health on the membership Lease")
@@ -224,11 +229,11 @@ impl Driver {
     /// The step's health over the whole ring when parents are sharded: this member's own
     /// and every other member's report. None when the reports cannot be read: the step
     /// waits.
-    async fn across_ring(&self, shell: &Shell, state: &RolloutStatus, own: Health) -> Option<Health> {
-        let Some(member) = sharded(shell, &self.def) else {
+    async fn across_ring(&self, deps: &Dependencies, state: &RolloutStatus, own: Health) -> Option<Health> {
+        let Some(member) = sharded(deps, &self.def) else {
             return Some(own);
         };
-        match health::others(&shell.client, member, &self.def.name).await {
+        match health::others(&deps.client, member, &self.def.name).await {
             Ok(others) => Some(across(state, own, others.iter().map(|(m, r)| (m.as_str(), r.as_ref())))),
             Err(e) => {
                 tracing::warn!(definition = %self.def.name, error = %e, "could not read the ring's rollout reports; the step waits");
@@ -239,7 +244,7 @@ impl Driver {
 
     /// Serves `next`: the current revision's definition compiled when it changed, the
     /// parents whose revision changed looked at again, the status told.
-    async fn adopt(&self, shell: &Shell, ctx: &Context, next: RolloutStatus) {
+    async fn adopt(&self, deps: &Dependencies, ctx: &Context, next: RolloutStatus) {
         let Some(split) = ctx.split() else { return };
         let changed = next.current_revision != next.updated_revision
             && split.stable_revision().as_ref() != Some(&next.current_revision);
@@ -262,11 +267,11 @@ impl Driver {
             None
         };
         ctx.move_rollout(next.clone(), stable);
-        self.count(shell, ctx, &next);
-        shell.reports.send(&self.origin, Report::Rollout(next));
+        self.count(deps, ctx, &next);
+        deps.reports.send(&self.origin, Report::Rollout(next));
     }
 
-    fn count(&self, shell: &Shell, ctx: &Context, state: &RolloutStatus) {
+    fn count(&self, deps: &Dependencies, ctx: &Context, state: &RolloutStatus) {
         {
             let mut counted = self.counted.lock().expect("counted");
             if !crate::rollout::splits(state) && counted.as_ref() == Some(state) {
@@ -279,7 +284,7 @@ impl Driver {
             RolloutPhase::Progressing | RolloutPhase::Paused => i64::from(state.step) + 1,
             RolloutPhase::Complete | RolloutPhase::RolledBack => 0,
         };
-        shell.metrics.rollout_step.get_or_create(&definition).set(step);
+        deps.metrics.rollout_step.get_or_create(&definition).set(step);
         let uids = ctx.parent_uids();
         let on_updated = uids.iter().filter(|u| crate::rollout::on_updated(state, u)).count();
         let mut counts = vec![(&state.updated_revision, on_updated)];
@@ -291,7 +296,7 @@ impl Driver {
                 definition: self.def.name.clone(),
                 revision: revision.clone(),
             };
-            shell.metrics.rollout_parents.get_or_create(&labels).set(n as i64);
+            deps.metrics.rollout_parents.get_or_create(&labels).set(n as i64);
             let mut set = self.labels.lock().expect("labels");
             if !set.contains(&labels) {
                 set.push(labels);

@@ -42,7 +42,7 @@ pub(super) async fn write(ctx: &Context, parent: &DynamicObject, rendered: &Valu
             source,
         })?;
     if let (Some(uid), Some(version)) = (&answer.metadata.uid, &answer.metadata.resource_version) {
-        ctx.ledger().expect_echo(&ctx.parent_ref(parent), uid, version);
+        ctx.ledger().expect_echo(&ctx.parent_key(parent), uid, version);
     }
     Ok(())
 }

@@ -1,20 +1,15 @@
-//! The controller's side of a rollout: while two revisions are served, which one each
-//! parent renders; what the passes of the parents on the updated revision say of its
-//! health; and which parents to look at again when the rollout moves (a step, a
-//! rollback, a command).
+//! The controller's side of a rollout, split between two revisions: which one each parent
+//! renders, and what the passes of the parents on the updated revision say of its
+//! health. The controller's [`Context`](super::Context) asks it by parent UID.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::DynamicObject;
-use kube::runtime::events::EventType;
 use serde_json::Value;
 
-use super::Context;
 use crate::compile::CompiledDefinition;
 use crate::definition::RolloutStatus;
-use crate::rollout::{Health, on_updated, revision_for, splits};
+use crate::rollout::{Health, on_updated, splits};
 
 /// A revision served beside the updated one: its name and its definition.
 pub type Stable = (String, Arc<CompiledDefinition>);
@@ -92,35 +87,33 @@ impl Split {
     }
 }
 
-fn uid(parent: &DynamicObject) -> &str {
-    parent.metadata.uid.as_deref().unwrap_or_default()
+/// A parent the rollout may have moved: its UID, and `Kind namespace/name` for messages.
+pub(super) struct Candidate {
+    pub(super) uid: String,
+    pub(super) name: String,
 }
 
-impl Context {
-    /// The definition `parent` renders: the controller's own, or while a rollout has not
-    /// moved the parent, the current revision's.
-    pub(super) fn def_for(&self, parent: &DynamicObject) -> Arc<CompiledDefinition> {
-        let stable = self.rollout.as_ref().and_then(|split| {
-            let serving = split.serving.read().expect("rollout state");
-            if on_updated(&serving.state, uid(parent)) {
-                return None;
-            }
-            serving.stable.as_ref().map(|(_, def)| def.clone())
-        });
-        stable.unwrap_or_else(|| self.def.clone())
+impl Split {
+    /// The current revision's definition, when the parent `uid` renders it: the rollout
+    /// has not moved it. `None`: it renders the updated one.
+    pub(super) fn stable_for(&self, uid: &str) -> Option<Arc<CompiledDefinition>> {
+        let serving = self.serving.read().expect("rollout state");
+        if on_updated(&serving.state, uid) {
+            return None;
+        }
+        serving.stable.as_ref().map(|(_, def)| def.clone())
     }
 
-    /// Records what a pass of `parent` found, when it rendered the updated revision of a
-    /// rollout that moves (a finished one keeps nothing per parent).
-    pub(super) fn passed(&self, parent: &DynamicObject, outcome: Outcome) {
-        let Some(split) = &self.rollout else { return };
-        let serving = split.serving.read().expect("rollout state");
+    /// Records what a pass of parent `uid` found, when it rendered the updated revision
+    /// of a rollout that moves (a finished one keeps nothing per parent).
+    pub(super) fn record(&self, uid: &str, outcome: Outcome) {
+        let serving = self.serving.read().expect("rollout state");
         let state = &serving.state;
-        if !splits(state) || !on_updated(state, uid(parent)) {
+        if !splits(state) || !on_updated(state, uid) {
             return;
         }
-        let mut passes = split.passes.lock().expect("rollout passes");
-        let pass = passes.entry(uid(parent).to_string()).or_insert_with(|| Pass {
+        let mut passes = self.passes.lock().expect("rollout passes");
+        let pass = passes.entry(uid.to_string()).or_insert_with(|| Pass {
             revision: state.updated_revision.clone(),
             outcome: Outcome::Pending,
             was_ready: false,
@@ -133,27 +126,12 @@ impl Context {
         pass.outcome = outcome;
     }
 
-    /// How the parents on the updated revision are doing.
-    pub fn rollout_health(&self) -> Option<Health> {
-        let split = self.rollout.as_ref()?;
-        let state = split.state();
-        let passes = split.passes.lock().expect("rollout passes");
+    /// How the `candidates` the rollout moved to the updated revision are doing.
+    pub(super) fn health(&self, candidates: Vec<Candidate>) -> Health {
+        let state = self.state();
+        let passes = self.passes.lock().expect("rollout passes");
         let mut health = Health::default();
-        // A paused parent is held as it is: it neither moves nor fails a step.
-        let moved = self.parents.scan_metadata(|m| {
-            if crate::labels::paused(m.annotations.as_ref()) {
-                return None;
-            }
-            let uid = m.uid.clone()?;
-            let namespace = m.namespace.as_ref().map(|ns| format!("{ns}/")).unwrap_or_default();
-            let name = format!(
-                "{} {namespace}{}",
-                self.def.parent.kind,
-                m.name.as_deref().unwrap_or_default()
-            );
-            on_updated(&state, &uid).then_some((uid, name))
-        });
-        for (uid, name) in moved {
+        for Candidate { uid, name } in candidates.into_iter().filter(|c| on_updated(&state, &c.uid)) {
             health.moved += 1;
             let pass = passes.get(&uid).filter(|p| p.revision == state.updated_revision);
             match pass.map(|p| (&p.outcome, p.was_ready)) {
@@ -170,49 +148,23 @@ impl Context {
                 }
             }
         }
-        Some(health)
+        health
     }
 
-    /// Moves the rollout to `next` (with `stable`, the definition of its current revision,
-    /// when that changes), and asks for a pass of every parent whose revision changed.
-    pub fn move_rollout(&self, next: RolloutStatus, stable: Option<Stable>) {
-        let Some(split) = &self.rollout else { return };
+    /// Moves the rollout to `next` (with `stable`, the definition of its current
+    /// revision, when that changes); returns where it stood before.
+    pub(super) fn move_to(&self, next: RolloutStatus, stable: Option<Stable>) -> RolloutStatus {
         let before = {
-            let mut serving = split.serving.write().expect("rollout state");
+            let mut serving = self.serving.write().expect("rollout state");
             if stable.is_some() || next.current_revision == next.updated_revision {
                 serving.stable = stable;
             }
             std::mem::replace(&mut serving.state, next.clone())
         };
         if !splits(&next) {
-            split.passes.lock().expect("rollout passes").clear();
+            self.passes.lock().expect("rollout passes").clear();
         }
-        let changed = self.parents.scan_metadata(|m| {
-            let uid = m.uid.as_deref()?;
-            (revision_for(&before, uid) != revision_for(&next, uid)).then(|| self.parents.key_of(m))
-        });
-        for parent in changed {
-            self.nudge(parent);
-        }
-    }
-
-    /// Publishes an event on the OperatorDefinition resource this controller serves (a
-    /// definition from a file has none to carry it: its log says the same).
-    pub async fn definition_event(&self, type_: EventType, reason: &str, note: String) {
-        let reference = ObjectReference {
-            api_version: Some("stencil.dev/v1alpha1".into()),
-            kind: Some("OperatorDefinition".into()),
-            name: Some(self.def.name.clone()),
-            ..ObjectReference::default()
-        };
-        if let Err(e) = self.events.publish(&reference, type_, reason, note).await {
-            tracing::debug!(error = %e, "could not publish event");
-        }
-    }
-
-    /// The rollout this controller serves, when Stencil keeps revisions.
-    pub fn split(&self) -> Option<&Arc<Split>> {
-        self.rollout.as_ref()
+        before
     }
 }
 
