@@ -178,114 +178,125 @@ impl Metrics {
             registry: Registry::default(),
         };
         let mut r = Registry::default();
+        m.register_shared(&mut r);
+        m.register_own(&mut r);
+        Metrics { registry: r, ..m }
+    }
+
+    /// Registers the metrics named as controller-runtime and client-go name theirs, so
+    /// their dashboards read Stencil's.
+    fn register_shared(&self, r: &mut Registry) {
         r.register(
             "controller_runtime_reconcile",
             "Reconciles per controller and result",
-            m.reconcile_total.clone(),
+            self.reconcile_total.clone(),
         );
         r.register(
             "controller_runtime_reconcile_errors",
             "Reconcile errors per controller",
-            m.reconcile_errors_total.clone(),
+            self.reconcile_errors_total.clone(),
         );
         r.register(
             "controller_runtime_reconcile_time_seconds",
             "Time per reconcile",
-            m.reconcile_time_seconds.clone(),
-        );
-        r.register(
-            "stencil_reconciles_in_flight",
-            "Reconciles running now",
-            m.reconciles_in_flight.clone(),
+            self.reconcile_time_seconds.clone(),
         );
         r.register(
             "workqueue_adds",
             "Reconcile requests from watch events",
-            m.workqueue_adds_total.clone(),
+            self.workqueue_adds_total.clone(),
         );
         r.register(
             "workqueue_queue_duration_seconds",
             "Time from a watch event to its reconcile",
-            m.workqueue_queue_duration_seconds.clone(),
+            self.workqueue_queue_duration_seconds.clone(),
         );
         r.register(
             "workqueue_retries",
             "Requeues after errors",
-            m.workqueue_retries_total.clone(),
+            self.workqueue_retries_total.clone(),
         );
         r.register(
             "leader_election_master_status",
             "1 while this process is the leader",
-            m.leader_election_master_status.clone(),
-        );
-        r.register(
-            "stencil_fenced_writes",
-            "Writes through the leader's fence, sent or refused after the renew deadline",
-            m.fenced_writes_total.clone(),
-        );
-        r.register("stencil_definitions", "Definitions by state", m.definitions.clone());
-        r.register("stencil_watched_kinds", "Kinds watched", m.watched_kinds.clone());
-        r.register(
-            "stencil_shard_members",
-            "Ready members of the sharded ring, as the sharder sees them",
-            m.shard_members.clone(),
-        );
-        r.register(
-            "stencil_shard_parents",
-            "Parents assigned to each member, as the sharder last counted them",
-            m.shard_parents.clone(),
-        );
-        r.register(
-            "stencil_decorated_parents",
-            "Objects a decorator decorates",
-            m.decorated_parents.clone(),
-        );
-        r.register(
-            "stencil_decorated_ready_parents",
-            "Decorated objects whose children are all ready",
-            m.decorated_ready_parents.clone(),
-        );
-        r.register(
-            "stencil_rollout_step",
-            "The step each definition's rollout is at, from 1; 0 when none runs",
-            m.rollout_step.clone(),
-        );
-        r.register(
-            "stencil_rollout_parents",
-            "Parents rendering each revision of a definition",
-            m.rollout_parents.clone(),
-        );
-        r.register(
-            "stencil_children_applied",
-            "Child writes by result",
-            m.children_applied_total.clone(),
-        );
-        r.register(
-            "stencil_apply_skipped",
-            "Child applies skipped because the live object matched",
-            m.apply_skipped_total.clone(),
-        );
-        r.register(
-            "stencil_template_render_seconds",
-            "Time to render one parent",
-            m.template_render_seconds.clone(),
+            self.leader_election_master_status.clone(),
         );
         r.register(
             "rest_client_requests",
             "API server requests by method",
-            m.rest_client_requests_total.clone(),
+            self.rest_client_requests_total.clone(),
+        );
+    }
+
+    /// Registers Stencil's own metrics (`stencil_*`).
+    fn register_own(&self, r: &mut Registry) {
+        r.register(
+            "stencil_reconciles_in_flight",
+            "Reconciles running now",
+            self.reconciles_in_flight.clone(),
+        );
+        r.register(
+            "stencil_fenced_writes",
+            "Writes through the leader's fence, sent or refused after the renew deadline",
+            self.fenced_writes_total.clone(),
+        );
+        r.register("stencil_definitions", "Definitions by state", self.definitions.clone());
+        r.register("stencil_watched_kinds", "Kinds watched", self.watched_kinds.clone());
+        r.register(
+            "stencil_shard_members",
+            "Ready members of the sharded ring, as the sharder sees them",
+            self.shard_members.clone(),
+        );
+        r.register(
+            "stencil_shard_parents",
+            "Parents assigned to each member, as the sharder last counted them",
+            self.shard_parents.clone(),
+        );
+        r.register(
+            "stencil_decorated_parents",
+            "Objects a decorator decorates",
+            self.decorated_parents.clone(),
+        );
+        r.register(
+            "stencil_decorated_ready_parents",
+            "Decorated objects whose children are all ready",
+            self.decorated_ready_parents.clone(),
+        );
+        r.register(
+            "stencil_rollout_step",
+            "The step each definition's rollout is at, from 1; 0 when none runs",
+            self.rollout_step.clone(),
+        );
+        r.register(
+            "stencil_rollout_parents",
+            "Parents rendering each revision of a definition",
+            self.rollout_parents.clone(),
+        );
+        r.register(
+            "stencil_children_applied",
+            "Child writes by result",
+            self.children_applied_total.clone(),
+        );
+        r.register(
+            "stencil_apply_skipped",
+            "Child applies skipped because the live object matched",
+            self.apply_skipped_total.clone(),
+        );
+        r.register(
+            "stencil_template_render_seconds",
+            "Time to render one parent",
+            self.template_render_seconds.clone(),
         );
         r.register(
             "stencil_conversion_reviews",
             "ConversionReviews answered by result",
-            m.conversion_reviews_total.clone(),
+            self.conversion_reviews_total.clone(),
         );
         r.register(
             "stencil_conversion_review_seconds",
             "Time to answer one ConversionReview",
-            m.conversion_review_seconds.clone(),
+            self.conversion_review_seconds.clone(),
         );
-        Metrics { registry: r, ..m }
     }
 
     /// The text exposition of every metric.

@@ -195,27 +195,7 @@ pub async fn run(
     wait_until_storing(client, def, &crd, &version).await?;
     let plural = crd.split('.').next().unwrap_or_default();
     let mut migrated = 0;
-    let by_cluster = method == Method::Auto && {
-        let name = cluster::name(&crd, &switch);
-        report(Progress {
-            stored_versions: stored.clone(),
-            migrated: 0,
-            total: None,
-            through: Some(name.clone()),
-        });
-        match cluster::migrate(client, &def.parent.group, plural, &name, &switch).await {
-            cluster::Outcome::Succeeded => true,
-            cluster::Outcome::Undeleted(source) => return Err(MigrateError::Marker { crd, name, source }),
-            cluster::Outcome::Unavailable(why) => {
-                tracing::info!(
-                    crd,
-                    why,
-                    "the cluster does not migrate storage here; rewriting every object"
-                );
-                false
-            }
-        }
-    };
+    let by_cluster = method == Method::Auto && through_cluster(client, def, &crd, &switch, &stored, &report).await?;
     if !by_cluster {
         let target = rewrite::Target {
             crds: &crds,
@@ -250,6 +230,42 @@ pub async fn run(
         through: by_cluster.then(|| cluster::name(&crd, &switch)),
     });
     Ok(())
+}
+
+/// Has the cluster's own storage migration store every object anew, saying so first;
+/// false when the cluster has none, and the objects are to be rewritten one by one.
+async fn through_cluster(
+    client: &kube::Client,
+    def: &CompiledDefinition,
+    crd: &str,
+    switch: &Switch,
+    stored: &[String],
+    report: &impl Fn(Progress),
+) -> Result<bool, MigrateError> {
+    let plural = crd.split('.').next().unwrap_or_default();
+    let name = cluster::name(crd, switch);
+    report(Progress {
+        stored_versions: stored.to_vec(),
+        migrated: 0,
+        total: None,
+        through: Some(name.clone()),
+    });
+    match cluster::migrate(client, &def.parent.group, plural, &name, switch).await {
+        cluster::Outcome::Succeeded => Ok(true),
+        cluster::Outcome::Undeleted(source) => Err(MigrateError::Marker {
+            crd: crd.to_string(),
+            name,
+            source,
+        }),
+        cluster::Outcome::Unavailable(why) => {
+            tracing::info!(
+                crd,
+                why,
+                "the cluster does not migrate storage here; rewriting every object"
+            );
+            Ok(false)
+        }
+    }
 }
 
 /// Waits until discovery shows the resource stored at `version`, so that every rewrite

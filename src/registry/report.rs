@@ -67,36 +67,7 @@ impl Report {
     /// Applies this report to a definition's status object.
     pub(super) fn apply(&self, status: &mut Value) {
         let mut conditions: Vec<Value> = status["conditions"].as_array().cloned().unwrap_or_default();
-        let error = match self {
-            Report::Compiled => {
-                set(&mut conditions, condition("Compiled", true, "Compiled", "", None));
-                None
-            }
-            Report::CompileError { message, running } => {
-                let note = if *running {
-                    "the last good version keeps running"
-                } else {
-                    "not started"
-                };
-                let text = format!("{message} ({note})");
-                set(
-                    &mut conditions,
-                    condition("Compiled", false, "CompileError", &text, None),
-                );
-                Some(Some(message.clone()))
-            }
-            Report::Conflict { message } => {
-                set(&mut conditions, condition("Ready", false, "Conflict", message, None));
-                set(
-                    &mut conditions,
-                    condition("Conflict", true, "ParentKindTaken", message, None),
-                );
-                Some(Some(message.clone()))
-            }
-            Report::Waiting { reason, message } => {
-                set(&mut conditions, condition("Ready", false, reason, message, None));
-                Some(Some(message.clone()))
-            }
+        let last_error = match self {
             Report::Serving {
                 watched,
                 parents,
@@ -111,28 +82,7 @@ impl Report {
                     status["readyParents"] = json!(d.ready);
                     status["failingParents"] = json!(d.failing);
                 }
-                set(&mut conditions, condition("Conflict", false, "NoConflict", "", None));
-                match (refused, problem) {
-                    (Some(message), _) => {
-                        let text = format!("{message} (the last good version keeps serving)");
-                        set(
-                            &mut conditions,
-                            condition("Ready", false, "BreakingSchemaChange", &text, None),
-                        );
-                        Some(Some(message.clone()))
-                    }
-                    (None, None) => {
-                        set(
-                            &mut conditions,
-                            condition("Ready", true, "Serving", "the definition is running", None),
-                        );
-                        Some(None)
-                    }
-                    (None, Some(p)) => {
-                        set(&mut conditions, condition("Ready", false, "Failing", p, None));
-                        Some(Some(p.clone()))
-                    }
-                }
+                serving(&mut conditions, refused.as_deref(), problem.as_deref())
             }
             Report::Migration(progress) => {
                 status["storedVersions"] = json!(progress.stored_versions);
@@ -142,38 +92,69 @@ impl Report {
                 let (done, message) = (progress.done(), progress.message());
                 let reason = if done { "Done" } else { "Migrating" };
                 set(&mut conditions, condition("Migrated", done, reason, &message, None));
-                None
-            }
-            Report::MigrationFailed { message } => {
-                set(&mut conditions, condition("Migrated", false, "Failed", message, None));
-                Some(Some(message.clone()))
+                LastError::Kept
             }
             Report::Rollout(rollout) => {
                 status["rollout"] = json!(rollout);
                 let (reason, message) = rollout_condition(rollout);
                 let done = rollout.phase == crate::definition::RolloutPhase::Complete;
                 set(&mut conditions, condition("Rollout", done, reason, &message, None));
-                None
+                LastError::Kept
             }
-            Report::RevisionFailed { message } => {
-                set(
-                    &mut conditions,
-                    condition("Rollout", false, "RevisionNotKept", message, None),
-                );
-                Some(Some(message.clone()))
-            }
-            Report::Removed => None,
+            other => other.conditions_only(&mut conditions),
         };
         status["conditions"] = Value::Array(conditions);
-        match error {
-            Some(Some(message)) => status["lastError"] = message.into(),
-            Some(None) => {
+        match last_error {
+            LastError::Set(message) => status["lastError"] = message.into(),
+            LastError::Cleared => {
                 if let Some(map) = status.as_object_mut() {
                     map.remove("lastError");
                 }
             }
-            None => {}
+            LastError::Kept => {}
         }
+    }
+
+    /// Applies a report that sets conditions alone.
+    fn conditions_only(&self, conditions: &mut Vec<Value>) -> LastError {
+        let (changes, message) = match self {
+            Report::Compiled => (vec![condition("Compiled", true, "Compiled", "", None)], None),
+            Report::CompileError { message, running } => {
+                let note = if *running {
+                    "the last good version keeps running"
+                } else {
+                    "not started"
+                };
+                let text = format!("{message} ({note})");
+                (
+                    vec![condition("Compiled", false, "CompileError", &text, None)],
+                    Some(message),
+                )
+            }
+            Report::Conflict { message } => (
+                vec![
+                    condition("Ready", false, "Conflict", message, None),
+                    condition("Conflict", true, "ParentKindTaken", message, None),
+                ],
+                Some(message),
+            ),
+            Report::Waiting { reason, message } => {
+                (vec![condition("Ready", false, reason, message, None)], Some(message))
+            }
+            Report::MigrationFailed { message } => (
+                vec![condition("Migrated", false, "Failed", message, None)],
+                Some(message),
+            ),
+            Report::RevisionFailed { message } => (
+                vec![condition("Rollout", false, "RevisionNotKept", message, None)],
+                Some(message),
+            ),
+            Report::Serving { .. } | Report::Migration(_) | Report::Rollout(_) | Report::Removed => (Vec::new(), None),
+        };
+        for change in changes {
+            set(conditions, change);
+        }
+        message.map_or(LastError::Kept, |m| LastError::Set(m.clone()))
     }
 
     pub(super) fn log(&self, origin: &Origin) {
@@ -187,6 +168,43 @@ impl Report {
             }
             Report::Rollout(r) => tracing::info!(definition = %origin, "{}", rollout_condition(r).1),
             Report::Compiled | Report::Serving { problem: None, .. } | Report::Migration(_) | Report::Removed => {}
+        }
+    }
+}
+
+/// What a report does to the status's `lastError`.
+enum LastError {
+    /// Leaves it as it is.
+    Kept,
+    /// Removes it: the definition serves as it should.
+    Cleared,
+    /// Sets it.
+    Set(String),
+}
+
+/// The conditions of a running controller: no conflict, and `Ready` unless its newest
+/// version's CRD change was refused or it cannot do its job.
+fn serving(conditions: &mut Vec<Value>, refused: Option<&str>, problem: Option<&str>) -> LastError {
+    set(conditions, condition("Conflict", false, "NoConflict", "", None));
+    match (refused, problem) {
+        (Some(message), _) => {
+            let text = format!("{message} (the last good version keeps serving)");
+            set(
+                conditions,
+                condition("Ready", false, "BreakingSchemaChange", &text, None),
+            );
+            LastError::Set(message.to_string())
+        }
+        (None, None) => {
+            set(
+                conditions,
+                condition("Ready", true, "Serving", "the definition is running", None),
+            );
+            LastError::Cleared
+        }
+        (None, Some(p)) => {
+            set(conditions, condition("Ready", false, "Failing", p, None));
+            LastError::Set(p.to_string())
         }
     }
 }

@@ -77,7 +77,10 @@ impl Supervisor {
                 if let Some(cancel) = self.releases.remove(&kind) {
                     let _ = cancel.send(true);
                 }
-                self.chain(kind, serve(deps, origin, (def, fallback), kinds_seen, stopped));
+                self.chain(
+                    kind,
+                    serve(deps, origin, Versions { def, fallback }, kinds_seen, stopped),
+                );
             }
             Effect::Stop(origin) => self.stop(&origin),
             Effect::Release(def) => {
@@ -177,40 +180,39 @@ where
     }
 }
 
+/// A definition to serve, and the version it replaces: should the new one's CRD change
+/// be refused as breaking, the CRD stays as it is and the version it replaced serves on.
+struct Versions {
+    def: Arc<CompiledDefinition>,
+    fallback: Option<Arc<CompiledDefinition>>,
+}
+
+/// What installing a definition's CRD came to.
+struct Installed {
+    /// The change refused as breaking, if it was.
+    refused: Option<String>,
+    /// The child kinds an earlier run recorded on the CRD.
+    recorded: Vec<Gvk>,
+}
+
 /// One definition's life: install its CRD, resolve its kinds (waiting for any that is not
 /// served or not allowed yet), then run its controller and keep its status current until
-/// stopped. Its watches are released when it ends. A CRD change refused as breaking
-/// leaves the CRD as it is, and the version it replaced (`fallback`) serves on.
+/// stopped. Its watches are released when it ends.
 async fn serve(
     deps: Dependencies,
     origin: Origin,
-    (def, fallback): (Arc<CompiledDefinition>, Option<Arc<CompiledDefinition>>),
+    versions: Versions,
     kinds_seen: Vec<Gvk>,
     stop: watch::Receiver<bool>,
 ) {
     // A decorator's parents are not sharded: only the leader serves it.
-    if def.spec.is_decorator() && !deps.leadership.now() {
+    if versions.def.spec.is_decorator() && !deps.leadership.now() {
         tokio::select! {
             () = deps.leadership.wait() => {}
             () = stopped(stop.clone()) => return,
         }
     }
-    let installed = until_ready(&deps, &origin, &stop, || async {
-        let installer = if deps.leadership.now() {
-            crate::crd::Installer::Apply
-        } else {
-            crate::crd::Installer::AwaitLeader
-        };
-        let webhook = deps.webhook.as_ref().map(|w| w.borrow().clone());
-        match crate::crd::install(&deps.client, &def, webhook.as_ref(), installer).await {
-            Ok(recorded) => Ok((None, recorded)),
-            Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok((Some(e.to_string()), Vec::new())),
-            Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
-            Err(e) => Err(("Waiting", e.to_string())),
-        }
-    })
-    .await;
-    let Some((refused, recorded)) = installed else {
+    let Some(Installed { refused, recorded }) = install(&deps, &origin, &stop, &versions.def).await else {
         return;
     };
     // Kinds an earlier run wrote and this one no longer renders: watched, so their
@@ -220,7 +222,7 @@ async fn serve(
         crate::gvk::remember(&mut all, kinds_seen);
         all
     };
-    let def = match (&refused, fallback) {
+    let def = match (&refused, versions.fallback) {
         (Some(_), Some(previous)) => previous,
         (Some(message), None) => {
             // Nothing to fall back on: report and wait for the next version.
@@ -232,21 +234,9 @@ async fn serve(
             stopped(stop).await;
             return;
         }
-        (None, _) => def,
+        (None, _) => versions.def,
     };
-    let _migration = refused.is_none().then(|| {
-        let (client, reports, origin, def) = (deps.client.clone(), deps.reports.clone(), origin.clone(), def.clone());
-        let (method, leadership) = (deps.storage_migration, deps.leadership.clone());
-        crate::tasks::Owned::spawn(async move {
-            // One replica rewrites the objects: the leader, or the next one.
-            leadership.wait().await;
-            let progress = |p| reports.send(&origin, Report::Migration(p));
-            if let Err(e) = crate::migrate::run(&client, &def, method, progress).await {
-                let message = e.to_string();
-                reports.send(&origin, Report::MigrationFailed { message });
-            }
-        })
-    });
+    let _migration = refused.is_none().then(|| migrate(&deps, &origin, &def));
     // The revisions, and the rollout between them, before any parent is served.
     let split = match refused {
         None => until_ready(&deps, &origin, &stop, || rollout_driver::prepare(&deps, &origin, &def)).await,
@@ -261,16 +251,91 @@ async fn serve(
         let (deps, ctx) = (deps.clone(), ctx.clone());
         crate::tasks::Owned::spawn(async move { driver.run(&deps, &ctx).await })
     });
+    let controller = tokio::spawn(reconcile::run(ctx.clone(), deps.concurrency, stopped(stop.clone())));
+    keep_reporting(&deps, &origin, &ctx, refused, &stop).await;
+    let label = crate::metrics::definition(&def.name);
+    deps.metrics.decorated_parents.remove(&label);
+    deps.metrics.decorated_ready_parents.remove(&label);
+    let _ = controller.await;
+}
+
+/// Installs the definition's CRD, retrying until it is installed, refused as breaking,
+/// or the definition is stopped (`None`). Only the leader writes it; the others wait
+/// for it.
+async fn install(
+    deps: &Dependencies,
+    origin: &Origin,
+    stop: &watch::Receiver<bool>,
+    def: &CompiledDefinition,
+) -> Option<Installed> {
+    until_ready(deps, origin, stop, || async {
+        let installer = if deps.leadership.now() {
+            crate::crd::Installer::Apply
+        } else {
+            crate::crd::Installer::AwaitLeader
+        };
+        let webhook = deps.webhook.as_ref().map(|w| w.borrow().clone());
+        match crate::crd::install(&deps.client, def, webhook.as_ref(), installer).await {
+            Ok(recorded) => Ok(Installed {
+                refused: None,
+                recorded,
+            }),
+            Err(e @ crate::crd::InstallError::Breaking { .. }) => Ok(Installed {
+                refused: Some(e.to_string()),
+                recorded: Vec::new(),
+            }),
+            Err(e @ crate::crd::InstallError::NotOurs { .. }) => Err(("CrdNotOurs", e.to_string())),
+            Err(e) => Err(("Waiting", e.to_string())),
+        }
+    })
+    .await
+}
+
+/// Stores the definition's objects anew when its storage version changed: one replica
+/// does it, the leader or the next one.
+fn migrate(deps: &Dependencies, origin: &Origin, def: &Arc<CompiledDefinition>) -> crate::tasks::Owned<()> {
+    let (client, reports, origin, def) = (deps.client.clone(), deps.reports.clone(), origin.clone(), def.clone());
+    let (method, leadership) = (deps.storage_migration, deps.leadership.clone());
+    crate::tasks::Owned::spawn(async move {
+        leadership.wait().await;
+        let progress = |p| reports.send(&origin, Report::Migration(p));
+        if let Err(e) = crate::migrate::run(&client, &def, method, progress).await {
+            let message = e.to_string();
+            reports.send(&origin, Report::MigrationFailed { message });
+        }
+    })
+}
+
+/// What a definition's status says of its controller, as last reported.
+#[derive(PartialEq)]
+struct Seen {
+    parents: usize,
+    problem: Option<String>,
+    decorated: Option<reconcile::Decorated>,
+}
+
+/// Reports the controller's state on the definition's status whenever it changes, and
+/// tidies the controller's ledger, until the definition is stopped.
+async fn keep_reporting(
+    deps: &Dependencies,
+    origin: &Origin,
+    ctx: &reconcile::Context,
+    refused: Option<String>,
+    stop: &watch::Receiver<bool>,
+) {
     let mut watched: Vec<String> = ctx.watched().map(|w| w.gvk.to_string()).collect();
     watched.sort();
     watched.dedup();
-    let controller = tokio::spawn(reconcile::run(ctx.clone(), deps.concurrency, stopped(stop.clone())));
+    let label = crate::metrics::definition(&ctx.def.name);
     let mut last = None;
     loop {
-        let now = (ctx.parent_count(), ctx.problem(), ctx.decorated());
+        let now = Seen {
+            parents: ctx.parent_count(),
+            problem: ctx.problem(),
+            decorated: ctx.decorated(),
+        };
         if last.as_ref() != Some(&now) {
-            if let Some(d) = &now.2 {
-                let label = crate::metrics::definition(&def.name);
+            if let Some(d) = &now.decorated {
                 deps.metrics
                     .decorated_parents
                     .get_or_create(&label)
@@ -282,22 +347,18 @@ async fn serve(
             }
             let report = Report::Serving {
                 watched: watched.clone(),
-                parents: now.2.as_ref().map_or(now.0, |d| d.parents),
-                problem: now.1.clone(),
-                decorated: now.2.clone(),
+                parents: now.decorated.as_ref().map_or(now.parents, |d| d.parents),
+                problem: now.problem.clone(),
+                decorated: now.decorated.clone(),
                 refused: refused.clone(),
             };
-            deps.reports.send(&origin, report);
+            deps.reports.send(origin, report);
             last = Some(now);
         }
-        if !pause(&stop, Duration::from_secs(5)).await {
+        if !pause(stop, Duration::from_secs(5)).await {
             break;
         }
         ctx.sweep();
-        reconcile::strays(&ctx).await;
+        reconcile::strays(ctx).await;
     }
-    let label = crate::metrics::definition(&def.name);
-    deps.metrics.decorated_parents.remove(&label);
-    deps.metrics.decorated_ready_parents.remove(&label);
-    let _ = controller.await;
 }

@@ -3,6 +3,8 @@
 //! the rig tests and the benchmark all start Stencil through it.
 
 mod client;
+mod leases;
+mod sources;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,14 +15,16 @@ pub use crate::registry::RELEASE_GRACE;
 pub use client::Observer;
 
 use crate::http::{self, Health, ServeError};
-use crate::leader::{self, Election, ElectionError, Fence, Leadership};
+use crate::leader::{self, ElectionError, Leadership};
 use crate::metrics::Metrics;
 use crate::registry::dependencies::Dependencies;
 use crate::registry::{Registry, definition_status};
 use crate::sharding;
-use crate::source::{cluster, files};
+use crate::tasks::Owned;
 use crate::watch::Watches;
 use crate::webhook::{self, Conversions};
+use leases::{Leases, Wait};
+use sources::Sources;
 
 /// How `stencil run` is configured.
 #[derive(Debug, Clone)]
@@ -159,220 +163,63 @@ impl Runtime {
         }
         let unfenced = client::unfenced(&config, metrics.clone(), observer.clone())?;
         let conversions = Conversions::new();
-        // Every replica reads the converting CRDs, so each converts with what they carry.
-        let _follow = options.webhook.as_ref().map(|_| {
-            crate::tasks::Owned::spawn(webhook::follow(
-                unfenced.clone(),
-                options.home.clone(),
-                conversions.clone(),
-            ))
-        });
-        // Every replica converts, so the webhook starts before the wait for the Lease.
-        let served = match &options.webhook {
-            Some(settings) => Some(webhook::start(&unfenced, settings, conversions.clone(), metrics.clone()).await?),
-            None => None,
-        };
-        if options.sharding && options.leader.is_none() {
-            return Err(RuntimeError::ShardingWithoutLeader);
-        }
-        let mut membership = match (&options.leader, options.sharding) {
-            (Some(settings), true) => {
-                Some(sharding::membership::join(unfenced.clone(), settings, &settings.name, &metrics).await?)
-            }
-            _ => None,
-        };
-        let mut election = match &options.leader {
-            Some(settings) => Some(Election::start(unfenced, settings, &metrics).await?),
-            None => None,
-        };
-        // A member writes under its own Lease; the sharder, under both.
-        let fence = match (&membership, &election) {
-            (Some(m), _) => m.fence(),
-            (None, Some(e)) => e.fence(),
-            (None, None) => Fence::open(&metrics),
-        };
+        let webhook = Webhook::start(&options, &unfenced, &conversions, &metrics).await?;
+        let mut leases = Leases::join(unfenced, &options, &metrics).await?;
+        let fence = leases.fence(&metrics);
         let client = client::fenced(&config, metrics.clone(), observer.clone(), fence.clone())?;
-        // Sharded, the leader's own writes (assignments, definition status) pass both.
-        let (leader_client, leadership) = match (&membership, &election) {
-            (Some(m), Some(e)) => (
-                client::fenced(&config, metrics.clone(), observer, m.fence().and(&e.fence()))?,
-                e.leadership(),
-            ),
-            _ => (client.clone(), Leadership::always()),
+        let leader_client = match leases.leader_fence() {
+            Some(both) => client::fenced(&config, metrics.clone(), observer, both)?,
+            None => client.clone(),
         };
         let kinds = Arc::new(sharding::Kinds::default());
-        let sharder = match (&membership, &election, &options.leader) {
-            (Some(_), Some(e), Some(settings)) => {
-                let leader_client = leader_client.clone();
-                let sharder = sharding::sharder::Settings {
-                    namespace: settings.namespace.clone(),
-                    ring: settings.name.clone(),
-                    lease_duration: settings.lease_duration,
-                    resync: SHARDER_RESYNC,
-                    namespaces: options.namespaces.clone(),
-                };
-                let (led, kinds, metrics) = (e.led(), kinds.clone(), metrics.clone());
-                Some(crate::tasks::Owned::spawn(async move {
-                    if led.await.is_ok() {
-                        tracing::info!("leading the ring: assigning parents to members");
-                        sharding::sharder::run(leader_client, sharder, kinds, metrics).await;
-                    }
-                }))
-            }
-            _ => None,
-        };
-
-        let (tx, mut sources) = tokio::sync::mpsc::unbounded_channel();
-        let (forward, rx) = tokio::sync::mpsc::unbounded_channel();
-        // The webhook's table and the sharder's kinds follow the sources at once; the
-        // registry takes the same events once this process leads (sharded: once it has
-        // joined the ring).
-        let sharded_kinds = kinds.clone();
-        let table = conversions.clone();
-        let _tee = crate::tasks::Owned::spawn(async move {
-            while let Some(event) = sources.recv().await {
-                conversions.observe(&event);
-                sharded_kinds.observe(&event);
-                if forward.send(event).is_err() {
-                    break;
-                }
-            }
-        });
-        let _file_watch = if options.definitions.is_empty() {
-            None
-        } else {
-            let watch = files::watch(options.definitions.clone(), tx.clone())?;
-            health.files_synced();
-            Some(watch)
-        };
-        let _cluster_source = options.cluster_definitions.then(|| {
-            let synced = health.clone();
-            let selector = options.definition_selector.clone();
-            crate::tasks::Owned::spawn(cluster::watch(client.clone(), selector, tx.clone(), move || {
-                synced.cluster_synced()
-            }))
-        });
-
+        let sharder = spawn_sharder(&leases, &options, leader_client.clone(), kinds.clone(), metrics.clone());
+        let mut sources = Sources::start(&options, &client, &health, conversions.clone(), kinds)?;
         tokio::pin!(shutdown);
-        if let Some(m) = membership.as_mut() {
-            tracing::info!("joining the ring");
-            tokio::select! {
-                acquired = m.acquired() => {
-                    if let Err(err) = acquired {
-                        return Err(err.into());
-                    }
-                    tracing::info!("joined the ring");
-                }
-                _ = &mut shutdown => {
-                    leave(membership, election).await;
-                    return Ok(());
-                }
-            }
-        } else if let Some(e) = election.as_mut() {
-            tracing::info!("waiting to become the leader");
-            tokio::select! {
-                acquired = e.acquired() => {
-                    if let Err(err) = acquired {
-                        return Err(err.into());
-                    }
-                    tracing::info!("became the leader");
-                }
-                _ = &mut shutdown => {
-                    leave(membership, election).await;
-                    return Ok(());
-                }
-            }
+        if let Wait::ShutDown = leases.acquired(&mut shutdown).await? {
+            leases.leave().await;
+            return Ok(());
         }
-
-        let watches = Arc::new(Watches::new(
+        let leadership = leases.leadership();
+        let _trusted = webhook.keep_trusted(&leader_client, &leadership, conversions);
+        let (reports, status_task) = definition_status::start(leader_client, leadership.clone());
+        let watches = Watches::new(
             client.clone(),
             options.namespaces.clone(),
             options.sync_timeout,
             metrics.clone(),
-        ));
-        // The leader keeps every converting CRD trusting the CA the webhook serves.
-        let _trusted = served.as_ref().map(|s| {
-            crate::tasks::Owned::spawn(webhook::keep_trusted(
-                leader_client.clone(),
-                leadership.clone(),
-                s.webhook.clone(),
-                table,
-            ))
-        });
-        let (reports, status_task) = definition_status::start(leader_client, leadership.clone());
-        let deps = Dependencies {
+        );
+        let mut registry = Registry::new(Dependencies {
             client,
-            watches,
+            watches: Arc::new(watches),
             concurrency: options.concurrency,
             metrics,
             reports,
-            webhook: served.as_ref().map(|s| s.webhook.clone()),
+            webhook: webhook.served.as_ref().map(|s| s.webhook.clone()),
             storage_migration: options.storage_migration,
             instance: options.instance.clone(),
             home: options.home.clone(),
-            shard: options
-                .leader
-                .as_ref()
-                .filter(|_| options.sharding)
-                .map(|l| sharding::Member {
-                    name: l.identity.clone(),
-                    namespace: l.namespace.clone(),
-                    ring: l.name.clone(),
-                }),
+            shard: member(&options),
             leadership,
-        };
-        let mut registry = Registry::new(deps);
+        });
         tracing::info!(definitions = ?options.definitions, namespaces = ?options.namespaces, "stencil running");
-        // Unsharded, the leader Lease is what lets this process write. Sharded, the
-        // membership Lease is; the leader Lease, once held, only for assigning parents.
-        let lost = async {
-            match (membership.as_mut(), election.as_mut()) {
-                (Some(m), Some(e)) => tokio::select! {
-                    () = m.lost() => RuntimeError::LostMembership,
-                    () = async {
-                        if e.acquired().await.is_err() {
-                            std::future::pending::<()>().await;
-                        }
-                        e.lost().await;
-                    } => RuntimeError::LostLease,
-                },
-                (_, Some(e)) => {
-                    e.lost().await;
-                    RuntimeError::LostLease
-                }
-                _ => std::future::pending().await,
-            }
-        };
-        let mut rx = rx;
-        // What a standby queued while it waited: only the last word on each definition
-        // counts, so a definition removed and added again meanwhile is not stopped.
-        let mut queued = Vec::new();
-        while let Ok(event) = rx.try_recv() {
-            queued.push(event);
-        }
-        for event in crate::source::latest(queued) {
+        for event in sources.queued() {
             registry.handle(event);
         }
         let outcome = tokio::select! {
-            _ = async { while let Some(event) = rx.recv().await { registry.handle(event) } } => Ok(()),
+            _ = async { while let Some(event) = sources.events.recv().await { registry.handle(event) } } => Ok(()),
             _ = &mut shutdown => {
                 tracing::info!("shutting down");
                 Ok(())
             }
-            error = lost => Err(error),
+            error = leases.lost() => Err(error),
         };
         registry.shutdown().await;
         status_task.abort();
         // Before the Leases go: a sharder that saw this member leave would otherwise try
         // to move its parents through a sealed fence.
         drop(sharder);
-        let (sent, refused) = fence.counts();
-        if membership.is_some() {
-            tracing::info!(sent, refused, "writes through the member's fence");
-        } else if election.is_some() {
-            tracing::info!(sent, refused, "writes through the leader's fence");
-        }
-        leave(membership, election).await;
+        leases.log_fence(&fence);
+        leases.leave().await;
         outcome
     }
 }
@@ -380,13 +227,77 @@ impl Runtime {
 /// How often the sharder looks at every parent again, besides ring changes.
 const SHARDER_RESYNC: Duration = Duration::from_secs(60);
 
-/// Leaves the ring and the election, releasing whatever Lease is held: the membership
-/// first, so the parents move at once, then the leader Lease.
-async fn leave(membership: Option<Election>, election: Option<Election>) {
-    if let Some(m) = membership {
-        m.release().await;
+/// The conversion webhook of a process that serves one.
+struct Webhook {
+    /// Every replica reads the converting CRDs, so each converts with what they carry.
+    _follow: Option<Owned<()>>,
+    /// The server, its endpoint and CA bundle.
+    served: Option<webhook::Served>,
+}
+
+impl Webhook {
+    /// Starts the webhook `options` ask for. Every replica converts, so it starts before
+    /// the wait for a Lease.
+    async fn start(
+        options: &Options,
+        unfenced: &kube::Client,
+        conversions: &Conversions,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Webhook, RuntimeError> {
+        let Some(settings) = &options.webhook else {
+            return Ok(Webhook {
+                _follow: None,
+                served: None,
+            });
+        };
+        let follow = webhook::follow(unfenced.clone(), options.home.clone(), conversions.clone());
+        let follow = Owned::spawn(follow);
+        let served = webhook::start(unfenced, settings, conversions.clone(), metrics.clone()).await?;
+        Ok(Webhook {
+            _follow: Some(follow),
+            served: Some(served),
+        })
     }
-    if let Some(e) = election {
-        e.release().await;
+
+    /// The leader keeps every converting CRD trusting the CA the webhook serves.
+    fn keep_trusted(&self, client: &kube::Client, leadership: &Leadership, table: Conversions) -> Option<Owned<()>> {
+        let served = self.served.as_ref()?;
+        let trusted = webhook::keep_trusted(client.clone(), leadership.clone(), served.webhook.clone(), table);
+        Some(Owned::spawn(trusted))
     }
+}
+
+/// Sharded, the task that assigns the parents to the members once this one leads.
+fn spawn_sharder(
+    leases: &Leases,
+    options: &Options,
+    leader_client: kube::Client,
+    kinds: Arc<sharding::Kinds>,
+    metrics: Arc<Metrics>,
+) -> Option<Owned<()>> {
+    let (election, settings) = (leases.ring_election()?, options.leader.as_ref()?);
+    let sharder = sharding::sharder::Settings {
+        namespace: settings.namespace.clone(),
+        ring: settings.name.clone(),
+        lease_duration: settings.lease_duration,
+        resync: SHARDER_RESYNC,
+        namespaces: options.namespaces.clone(),
+    };
+    let led = election.led();
+    Some(Owned::spawn(async move {
+        if led.await.is_ok() {
+            tracing::info!("leading the ring: assigning parents to members");
+            sharding::sharder::run(leader_client, sharder, kinds, metrics).await;
+        }
+    }))
+}
+
+/// This process as a member of a sharded ring; `None` unsharded.
+fn member(options: &Options) -> Option<sharding::Member> {
+    let leader = options.leader.as_ref().filter(|_| options.sharding)?;
+    Some(sharding::Member {
+        name: leader.identity.clone(),
+        namespace: leader.namespace.clone(),
+        ring: leader.name.clone(),
+    })
 }

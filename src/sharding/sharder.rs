@@ -52,30 +52,36 @@ pub struct Settings {
 }
 
 /// A parent without a member, found by a kind's watch.
-type Found = (Arc<Resolved>, PartialObjectMeta<DynamicObject>);
+struct Found {
+    resolved: Arc<Resolved>,
+    meta: PartialObjectMeta<DynamicObject>,
+}
 
 /// Runs the sharder until dropped.
 pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics: Arc<Metrics>) {
-    let mut sharder = Sharder {
-        client: client.clone(),
-        settings: settings.clone(),
-        leases: Leases::new(settings.lease_duration),
-        versions: HashMap::new(),
-        resolved: BTreeMap::new(),
-        metrics,
-    };
     let leases: Api<Lease> = Api::namespaced(client.clone(), &settings.namespace);
     let selector = format!("{}={}", labels::RING, settings.ring);
     let mut lease_events = watcher(leases, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
     let (found_tx, mut found) = mpsc::unbounded_channel::<Found>();
-    let mut watching: HashMap<Gvk, Owned<()>> = HashMap::new();
     let mut kinds = kinds.subscribe();
     let mut resync = tokio::time::interval(settings.resync);
-    let mut relist: Option<BTreeSet<String>> = None;
-    let mut synced = false;
-    let mut ready: Vec<String> = Vec::new();
+    let mut state = Following {
+        relist: None,
+        synced: false,
+        ready: Vec::new(),
+        watching: HashMap::new(),
+        found_tx,
+    };
+    let mut sharder = Sharder {
+        client,
+        leases: Leases::new(settings.lease_duration),
+        settings,
+        versions: HashMap::new(),
+        resolved: BTreeMap::new(),
+        metrics,
+    };
     loop {
         let wake = sharder.leases.next_expiry(Instant::now());
         let expiry = async {
@@ -84,78 +90,110 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
                 None => std::future::pending().await,
             }
         };
-        let mut full = false;
-        tokio::select! {
-            Some(event) = lease_events.next() => match event {
-                Ok(Event::Init) => relist = Some(BTreeSet::new()),
-                Ok(Event::InitApply(lease)) => {
-                    if let (Some(seen), Some(name)) = (relist.as_mut(), lease.metadata.name.clone()) {
-                        seen.insert(name);
-                    }
-                    sharder.observe(&lease);
-                }
-                Ok(Event::InitDone) => {
-                    if let Some(seen) = relist.take() {
-                        let gone: Vec<String> = sharder.versions.keys().filter(|m| !seen.contains(*m)).cloned().collect();
-                        for member in gone {
-                            sharder.forget(&member);
-                        }
-                    }
-                    synced = true;
-                    full = true;
-                }
-                Ok(Event::Apply(lease)) => sharder.observe(&lease),
-                Ok(Event::Delete(lease)) => {
-                    if let Some(name) = lease.metadata.name.as_deref() {
-                        sharder.forget(name);
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "watching the membership Leases"),
-            },
-            Some((resolved, meta)) = found.recv(), if synced => {
+        let full = tokio::select! {
+            Some(event) = lease_events.next() => state.lease_event(&mut sharder, event),
+            Some(Found { resolved, meta }) = found.recv(), if state.synced => {
                 let ring = sharder.leases.ring(Instant::now());
                 sharder.place(&resolved, &meta, &ring).await;
+                false
             }
             changed = kinds.changed() => {
                 if changed.is_err() {
                     return;
                 }
                 let now = kinds.borrow_and_update().clone();
-                watching.retain(|gvk, _| now.contains(gvk));
+                state.watching.retain(|gvk, _| now.contains(gvk));
                 sharder.resolved.retain(|gvk, _| now.contains(gvk));
-                full = true;
+                true
             }
-            _ = resync.tick() => full = true,
-            () = expiry => {}
+            _ = resync.tick() => true,
+            () = expiry => false,
+        };
+        if state.synced {
+            let kinds_now = kinds.borrow().clone();
+            state.settle(&mut sharder, full, &kinds_now).await;
         }
-        if !synced {
-            continue;
+    }
+}
+
+/// What the sharder's loop follows between its wake-ups.
+struct Following {
+    /// The members seen in a relist of the Leases, while it runs.
+    relist: Option<BTreeSet<String>>,
+    /// The Leases have been listed once: the ring is known. `ready`: its ready members.
+    synced: bool,
+    ready: Vec<String>,
+    /// The watch of unassigned parents of each kind, and where they send what they find.
+    watching: HashMap<Gvk, Owned<()>>,
+    found_tx: mpsc::UnboundedSender<Found>,
+}
+
+impl Following {
+    /// Takes a membership Lease event; returns whether every parent is to be looked at
+    /// (a relist ended).
+    fn lease_event(&mut self, sharder: &mut Sharder, event: Result<Event<Lease>, watcher::Error>) -> bool {
+        match event {
+            Ok(Event::Init) => self.relist = Some(BTreeSet::new()),
+            Ok(Event::InitApply(lease)) => {
+                if let (Some(seen), Some(name)) = (self.relist.as_mut(), lease.metadata.name.clone()) {
+                    seen.insert(name);
+                }
+                sharder.observe(&lease);
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = self.relist.take() {
+                    let gone: Vec<String> = sharder
+                        .versions
+                        .keys()
+                        .filter(|m| !seen.contains(*m))
+                        .cloned()
+                        .collect();
+                    for member in gone {
+                        sharder.forget(&member);
+                    }
+                }
+                self.synced = true;
+                return true;
+            }
+            Ok(Event::Apply(lease)) => sharder.observe(&lease),
+            Ok(Event::Delete(lease)) => {
+                if let Some(name) = lease.metadata.name.as_deref() {
+                    sharder.forget(name);
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "watching the membership Leases"),
         }
+        false
+    }
+
+    /// After a wake-up: fences out expired members and, when the ring changed or `full`
+    /// asks, watches every kind's unassigned parents and brings every parent in line.
+    async fn settle(&mut self, sharder: &mut Sharder, full: bool, kinds: &BTreeSet<Gvk>) {
         sharder.fence_out_expired().await;
         let ring = sharder.leases.ring(Instant::now());
         let now_ready: Vec<String> = ring.ready().map(str::to_string).collect();
-        if now_ready != ready {
+        let changed = now_ready != self.ready;
+        if changed {
             tracing::info!(members = ?now_ready, "the ring changed");
             sharder.metrics.shard_members.set(now_ready.len() as i64);
-            ready = now_ready;
-            full = true;
+            self.ready = now_ready;
         }
-        if full {
-            let kinds_now = kinds.borrow().clone();
-            sharder.resolve(&kinds_now).await;
-            for (gvk, resolved) in &sharder.resolved {
-                let namespace = sharder.scope(resolved).map(str::to_string);
-                watching.entry(gvk.clone()).or_insert_with(|| {
-                    Owned::spawn(unassigned(
-                        client.clone(),
-                        resolved.clone(),
-                        namespace,
-                        found_tx.clone(),
-                    ))
-                });
-            }
-            sharder.sync(&ring).await;
+        if !full && !changed {
+            return;
         }
+        sharder.resolve(kinds).await;
+        for (gvk, resolved) in &sharder.resolved {
+            let namespace = sharder.scope(resolved).map(str::to_string);
+            self.watching.entry(gvk.clone()).or_insert_with(|| {
+                Owned::spawn(unassigned(
+                    sharder.client.clone(),
+                    resolved.clone(),
+                    namespace,
+                    self.found_tx.clone(),
+                ))
+            });
+        }
+        sharder.sync(&ring).await;
     }
 }
 
@@ -345,7 +383,13 @@ async fn unassigned(
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Apply(meta) | Event::InitApply(meta)) => {
-                if found.send((resolved.clone(), meta)).is_err() {
+                if found
+                    .send(Found {
+                        resolved: resolved.clone(),
+                        meta,
+                    })
+                    .is_err()
+                {
                     return;
                 }
             }

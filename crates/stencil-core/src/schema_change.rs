@@ -56,6 +56,25 @@ fn type_of(s: &JSONSchemaProps) -> Option<&str> {
     s.type_.as_deref()
 }
 
+/// Says so when a node gains an enum, or its enum drops values existing objects may hold.
+fn enum_narrowed(version: &str, at: &str, old: &JSONSchemaProps, new: &JSONSchemaProps, out: &mut Vec<String>) {
+    let Some(new_enum) = &new.enum_ else { return };
+    let Some(old_enum) = &old.enum_ else {
+        out.push(format!(
+            "{version}: {at} gains an enum; existing values may not be in it"
+        ));
+        return;
+    };
+    let dropped: Vec<String> = old_enum
+        .iter()
+        .filter(|v| !new_enum.contains(v))
+        .map(|v| serde_json::to_string(&v.0).unwrap_or_default())
+        .collect();
+    if !dropped.is_empty() {
+        out.push(format!("{version}: {at} drops enum values {}", dropped.join(", ")));
+    }
+}
+
 fn compare(version: &str, path: &str, old: &JSONSchemaProps, new: &JSONSchemaProps, out: &mut Vec<String>) {
     let at = |p: &str| if p.is_empty() { ".".to_string() } else { p.to_string() };
     if let (Some(a), Some(b)) = (type_of(old), type_of(new))
@@ -64,28 +83,7 @@ fn compare(version: &str, path: &str, old: &JSONSchemaProps, new: &JSONSchemaPro
         out.push(format!("{version}: {} changes type from {a} to {b}", at(path)));
         return;
     }
-    if let Some(new_enum) = &new.enum_ {
-        match &old.enum_ {
-            None => out.push(format!(
-                "{version}: {} gains an enum; existing values may not be in it",
-                at(path)
-            )),
-            Some(old_enum) => {
-                let dropped: Vec<String> = old_enum
-                    .iter()
-                    .filter(|v| !new_enum.contains(v))
-                    .map(|v| serde_json::to_string(&v.0).unwrap_or_default())
-                    .collect();
-                if !dropped.is_empty() {
-                    out.push(format!(
-                        "{version}: {} drops enum values {}",
-                        at(path),
-                        dropped.join(", ")
-                    ));
-                }
-            }
-        }
-    }
+    enum_narrowed(version, &at(path), old, new, out);
     // Unknown fields kept under a node are pruned once it stops preserving them, and a
     // map's entries once it stops allowing them: the API server drops them on the next
     // write, and nothing in the new schema names them.

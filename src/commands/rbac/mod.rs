@@ -119,92 +119,125 @@ pub struct Needs {
 
 /// Derives Stencil's needs for these definitions.
 pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) -> Needs {
-    let mut needs = Needs::default();
+    let mut granter = Granter {
+        needs: Needs::default(),
+        scopes,
+        options,
+    };
     let mut crd_names = Vec::new();
-    let (mut rbac_grants, mut rbac_notes) = (Vec::new(), Vec::new());
-    // Several namespaces share one cluster-wide watch per kind (one store per kind, one
-    // connection instead of one per namespace), so reading is granted cluster-wide and
-    // writing stays in each namespace's Role.
-    let shared_watch = options.namespaces.len() > 1;
-    let mut grant = |gvk: &Gvk, resource: &str, verbs: &[&str], names: &[String]| {
-        let confined = scopes.is_namespaced(gvk) && !options.namespaces.is_empty();
-        if confined && shared_watch {
+    for def in defs {
+        granter.definition(def, defs);
+        if let Some(crd) = &def.spec.crd {
+            crd_names.push(format!("{}.{}", crd.names.plural, def.parent.group));
+        }
+    }
+    let mut needs = granter.needs;
+    for def in defs {
+        let (grants, mut notes) = grants::rbac_children(def);
+        for g in grants {
+            let target = if g.cluster_wide || options.namespaces.is_empty() {
+                &mut needs.cluster
+            } else {
+                &mut needs.namespaced
+            };
+            let verbs: Vec<&str> = g.verbs.iter().map(String::as_str).collect();
+            target.grant(&g.group, &g.resource, &verbs, &g.names);
+        }
+        needs.notes.append(&mut notes);
+    }
+    if !crd_names.is_empty() {
+        grant_crds(&mut needs.cluster, &crd_names);
+    }
+    grant_own(&mut needs, options);
+    needs
+}
+
+/// Grants a definition's kinds where they are served: namespaced kinds in each
+/// namespace's Role when Stencil serves a few, everything else cluster-wide.
+struct Granter<'a> {
+    needs: Needs,
+    scopes: &'a Scopes,
+    options: &'a Options,
+}
+
+impl Granter<'_> {
+    /// Grants `verbs` on `resource` of `gvk`'s group.
+    fn grant(&mut self, gvk: &Gvk, resource: &str, verbs: &[&str]) {
+        let confined = self.scopes.is_namespaced(gvk) && !self.options.namespaces.is_empty();
+        // Several namespaces share one cluster-wide watch per kind (one store per kind,
+        // one connection instead of one per namespace), so reading is granted
+        // cluster-wide and writing stays in each namespace's Role.
+        if confined && self.options.namespaces.len() > 1 {
             let reading: Vec<&str> = verbs
                 .iter()
                 .copied()
                 .filter(|v| matches!(*v, "list" | "watch"))
                 .collect();
             if !reading.is_empty() {
-                needs.cluster.grant(&gvk.group, resource, &reading, names);
+                self.needs.cluster.grant(&gvk.group, resource, &reading, &[]);
             }
         }
         let target = if confined {
-            &mut needs.namespaced
+            &mut self.needs.namespaced
         } else {
-            &mut needs.cluster
+            &mut self.needs.cluster
         };
-        target.grant(&gvk.group, resource, verbs, names);
-    };
-    for def in defs {
+        target.grant(&gvk.group, resource, verbs, &[]);
+    }
+
+    /// What serving `def` needs: its parents (their status and finalizers, or a
+    /// decorator's labels), its children's and lookups' kinds, and the parents' update
+    /// for a storage-version migration.
+    fn definition(&mut self, def: &CompiledDefinition, defs: &[CompiledDefinition]) {
         let parent = plural(&def.parent, defs);
         if def.spec.is_decorator() {
-            grant(&def.parent, &parent, DECORATED_VERBS, &[]);
+            self.grant(&def.parent, &parent, DECORATED_VERBS);
         } else {
-            grant(&def.parent, &parent, PARENT_VERBS, &[]);
-            grant(&def.parent, &format!("{parent}/status"), STATUS_VERBS, &[]);
-            grant(&def.parent, &format!("{parent}/finalizers"), FINALIZER_VERBS, &[]);
+            self.grant(&def.parent, &parent, PARENT_VERBS);
+            self.grant(&def.parent, &format!("{parent}/status"), STATUS_VERBS);
+            self.grant(&def.parent, &format!("{parent}/finalizers"), FINALIZER_VERBS);
         }
         for gvk in def.all_child_kinds() {
-            grant(&gvk, &plural(&gvk, defs), CHILD_VERBS, &[]);
+            self.grant(&gvk, &plural(&gvk, defs), CHILD_VERBS);
         }
-        let (mut grants, mut notes) = grants::rbac_children(def);
-        rbac_grants.append(&mut grants);
-        rbac_notes.append(&mut notes);
         for gvk in def.lookup_kinds() {
-            grant(&gvk, &plural(&gvk, defs), LOOKUP_VERBS, &[]);
+            self.grant(&gvk, &plural(&gvk, defs), LOOKUP_VERBS);
         }
-        if let Some(crd) = &def.spec.crd {
-            crd_names.push(format!("{}.{}", crd.names.plural, def.parent.group));
+        if def.spec.crd.is_some() {
             // A storage-version migration rewrites every parent with a no-op update.
-            grant(&def.parent, &parent, &["update"], &[]);
+            self.grant(&def.parent, &parent, &["update"]);
         }
     }
-    for g in rbac_grants {
-        let target = if g.cluster_wide || options.namespaces.is_empty() {
-            &mut needs.cluster
-        } else {
-            &mut needs.namespaced
-        };
-        let verbs: Vec<&str> = g.verbs.iter().map(String::as_str).collect();
-        target.grant(&g.group, &g.resource, &verbs, &g.names);
-    }
-    needs.notes = rbac_notes;
-    if !crd_names.is_empty() {
-        // Creating cannot be limited by name; reading and applying can, and so can the
-        // webhook's watch of a converting CRD (it selects the CRD by its name).
-        needs
-            .cluster
-            .grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
-        needs.cluster.grant(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions",
-            &["get", "list", "watch", "patch"],
-            &crd_names,
-        );
-        needs.cluster.grant(
-            "apiextensions.k8s.io",
-            "customresourcedefinitions/status",
-            &["patch"],
-            &crd_names,
-        );
-        // The cluster's own storage migration, named after the CRD and the version.
-        needs.cluster.grant(
-            "storagemigration.k8s.io",
-            "storageversionmigrations",
-            &["create", "get", "delete"],
-            &[],
-        );
-    }
+}
+
+/// What installing the parents' CRDs needs. Creating cannot be limited by name; reading
+/// and applying can, and so can the webhook's watch of a converting CRD (it selects the
+/// CRD by its name).
+fn grant_crds(cluster: &mut RuleSet, crd_names: &[String]) {
+    cluster.grant("apiextensions.k8s.io", "customresourcedefinitions", &["create"], &[]);
+    cluster.grant(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        &["get", "list", "watch", "patch"],
+        crd_names,
+    );
+    cluster.grant(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions/status",
+        &["patch"],
+        crd_names,
+    );
+    // The cluster's own storage migration, named after the CRD and the version.
+    cluster.grant(
+        "storagemigration.k8s.io",
+        "storageversionmigrations",
+        &["create", "get", "delete"],
+        &[],
+    );
+}
+
+/// What Stencil needs for itself: events, Leases, and the OperatorDefinitions it serves.
+fn grant_own(needs: &mut Needs, options: &Options) {
     let own = if options.namespaces.is_empty() {
         &mut needs.cluster
     } else {
@@ -226,7 +259,6 @@ pub fn needs(defs: &[CompiledDefinition], scopes: &Scopes, options: &Options) ->
             .cluster
             .grant("stencil.dev", "operatordefinitions/status", &["get", "patch"], &[]);
     }
-    needs
 }
 
 /// The ClusterRole and the per-namespace Roles as Kubernetes objects.

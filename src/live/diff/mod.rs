@@ -16,7 +16,7 @@ use crate::immutable;
 use crate::labels;
 use crate::object_key::ObjectKey;
 use crate::ownership::{self, OwnershipVerdict};
-use crate::render::DesiredChild;
+use crate::render::{DesiredChild, RenderOutput};
 
 /// What the new definition would do to one child.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -243,18 +243,16 @@ pub async fn parent(
             return Ok(diff);
         }
     };
-    let uid = snapshot
-        .parent
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let ours: Vec<&Value> = snapshot.observed.children.values().flatten().collect();
-    let find = |key: &ObjectKey, among: &[&Value]| -> Option<Value> {
-        among
-            .iter()
-            .find(|o| ObjectKey::of_value(o).as_ref() == Some(key))
-            .map(|o| (*o).clone())
+    let owner = Owner {
+        uid: snapshot
+            .parent
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        definition: &def.name,
+        decorator: def.spec.is_decorator(),
     };
+    let ours: Vec<&Value> = snapshot.observed.children.values().flatten().collect();
     let existing: Vec<&Value> = snapshot.observed.existing.iter().collect();
     for desired in &out.children {
         let Some(key) = ObjectKey::of_value(&desired.object) else {
@@ -264,23 +262,46 @@ pub async fn parent(
             Some(l) => (Some(l), true),
             None => (find(&key, &existing), false),
         };
-        match child(
-            client,
-            kinds,
-            (uid, &def.name, def.spec.is_decorator()),
-            desired,
-            &key,
-            live.as_ref(),
-            is_ours,
-        )
-        .await
-        {
+        match child(client, kinds, &owner, desired, &key, live.as_ref(), is_ours).await {
             Ok(Some(change)) => diff.changes.push(change),
             Ok(None) => {}
             Err(e) => diff.errors.push(e),
         }
     }
+    diff.changes.extend(pruned(&ours, &out));
+    diff.status = unified(
+        &comparable_status(snapshot.parent.get("status")),
+        &comparable_status(Some(&out.status)),
+    );
+    diff.waiting = out
+        .waiting
+        .iter()
+        .map(|w| format!("{} (on {})", w.child, w.on.join(", ")))
+        .collect();
+    diff.conflicts = out.conflicts;
+    Ok(diff)
+}
+
+/// The parent whose children are compared, as ownership judges a live object.
+struct Owner<'a> {
+    uid: &'a str,
+    definition: &'a str,
+    decorator: bool,
+}
+
+/// The object among `among` with `key`.
+fn find(key: &ObjectKey, among: &[&Value]) -> Option<Value> {
+    among
+        .iter()
+        .find(|o| ObjectKey::of_value(o).as_ref() == Some(key))
+        .map(|o| (*o).clone())
+}
+
+/// The parent's children the render no longer wants: pruned, unless they are going
+/// already or their entry waits on `dependsOn`.
+fn pruned(ours: &[&Value], out: &RenderOutput) -> Vec<Change> {
     let waiting: Vec<&str> = out.waiting.iter().map(|w| w.child.as_str()).collect();
+    let mut changes = Vec::new();
     for obj in ours {
         let Some(key) = ObjectKey::of_value(obj) else {
             continue;
@@ -296,29 +317,19 @@ pub async fn parent(
             .any(|c| ObjectKey::of_value(&c.object).as_ref() == Some(&key));
         let terminating = obj.pointer("/metadata/deletionTimestamp").is_some();
         if !desired && !terminating && !waiting.contains(&entry) {
-            diff.changes.push(Change::Pruned {
+            changes.push(Change::Pruned {
                 object: key.to_string(),
             });
         }
     }
-    diff.status = unified(
-        &comparable_status(snapshot.parent.get("status")),
-        &comparable_status(Some(&out.status)),
-    );
-    diff.waiting = out
-        .waiting
-        .iter()
-        .map(|w| format!("{} (on {})", w.child, w.on.join(", ")))
-        .collect();
-    diff.conflicts = out.conflicts;
-    Ok(diff)
+    changes
 }
 
 /// What applying one desired child would do; `None` for no change.
 async fn child(
     client: &Client,
     kinds: &Kinds,
-    (uid, definition, decorator): (&str, &str, bool),
+    owner: &Owner<'_>,
     desired: &DesiredChild,
     key: &ObjectKey,
     live: Option<&Value>,
@@ -328,7 +339,7 @@ async fn child(
     if !is_ours && live.is_some() {
         // Not ours: a conflict (reported with the render) or an adoption.
         return Ok(
-            match ownership::judge(live, uid, definition, decorator, desired.adopt) {
+            match ownership::judge(live, owner.uid, owner.definition, owner.decorator, desired.adopt) {
                 OwnershipVerdict::Adopt => Some(Change::Adopted { object }),
                 _ => None,
             },

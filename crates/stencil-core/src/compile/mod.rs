@@ -133,13 +133,13 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     } = c;
     errors.sort_by_key(|d| (d.line, d.column));
     match (errors.is_empty(), parent, order) {
-        (true, Some(parent), Some((order, finalize_order))) => Ok(CompiledDefinition {
+        (true, Some(parent), Some(orders)) => Ok(CompiledDefinition {
             name,
             source: locator.file().to_string(),
             spec: spec.clone(),
             parent,
-            order,
-            finalize_order,
+            order: orders.children,
+            finalize_order: orders.finalize,
             until: rules.until,
             env,
             origins,

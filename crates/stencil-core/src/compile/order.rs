@@ -21,6 +21,53 @@ pub(super) fn dependency_order(
     report: Report<'_>,
 ) -> Option<Vec<usize>> {
     let index: BTreeMap<&str, usize> = children.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
+    if !dependencies_known(children, other, offset, &index, report) {
+        return None;
+    }
+    let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
+    let deps: Vec<Vec<usize>> = children
+        .iter()
+        .map(|child| {
+            let read = super::reads::sibling_reads(&child.template, &child.name, &names);
+            let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);
+            child
+                .depends_on
+                .iter()
+                .chain(collections)
+                .map(|d| index[d.as_str()])
+                .collect()
+        })
+        .collect();
+    match topological(&deps) {
+        Ok(order) => Some(order.into_iter().map(|i| offset + i).collect()),
+        Err(cycle) => {
+            let path: Vec<&str> = cycle.iter().map(|&c| names[c]).collect();
+            let through_reads = cycle
+                .windows(2)
+                .any(|w| !children[w[0]].depends_on.iter().any(|d| d == names[w[1]]));
+            let mut message = path.join(" -> ");
+            if through_reads {
+                message.push_str(" (a child that reads a collection comes after the whole collection)");
+            }
+            report(
+                Field::ChildDependsOn(offset + cycle[0]),
+                CompileError::Cycle(message),
+                None,
+            );
+            None
+        }
+    }
+}
+
+/// Whether every `dependsOn` names another child of the same list; reports each that
+/// does not.
+fn dependencies_known(
+    children: &[Child],
+    other: &[Child],
+    offset: usize,
+    index: &BTreeMap<&str, usize>,
+    report: Report<'_>,
+) -> bool {
     let mut ok = true;
     for (i, child) in children.iter().enumerate() {
         for dep in &child.depends_on {
@@ -44,77 +91,60 @@ pub(super) fn dependency_order(
             }
         }
     }
-    if !ok {
-        return None;
+    ok
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mark {
+    New,
+    Open,
+    Done,
+}
+
+/// A depth-first walk of the dependency graph.
+struct Walk<'a> {
+    deps: &'a [Vec<usize>],
+    marks: Vec<Mark>,
+    stack: Vec<usize>,
+    order: Vec<usize>,
+}
+
+/// Each node after the nodes it depends on, visiting in declaration order so that the
+/// order is stable; or the first cycle found, as the path that closes it.
+fn topological(deps: &[Vec<usize>]) -> Result<Vec<usize>, Vec<usize>> {
+    let mut walk = Walk {
+        deps,
+        marks: vec![Mark::New; deps.len()],
+        stack: Vec::new(),
+        order: Vec::with_capacity(deps.len()),
+    };
+    for i in 0..deps.len() {
+        walk.stack.clear();
+        walk.visit(i)?;
     }
-    let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
-    let deps: Vec<Vec<usize>> = children
-        .iter()
-        .map(|child| {
-            let read = super::reads::sibling_reads(&child.template, &child.name, &names);
-            let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);
-            child
-                .depends_on
-                .iter()
-                .chain(collections)
-                .map(|d| index[d.as_str()])
-                .collect()
-        })
-        .collect();
-    // Depth-first, visiting children in declaration order so the order is stable.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        Open,
-        Done,
-    }
-    fn visit(
-        i: usize,
-        deps: &[Vec<usize>],
-        marks: &mut [Mark],
-        stack: &mut Vec<usize>,
-        order: &mut Vec<usize>,
-    ) -> Result<(), Vec<usize>> {
-        match marks[i] {
+    Ok(walk.order)
+}
+
+impl Walk<'_> {
+    fn visit(&mut self, i: usize) -> Result<(), Vec<usize>> {
+        match self.marks[i] {
             Mark::Done => return Ok(()),
             Mark::Open => {
-                let start = stack.iter().position(|&s| s == i).unwrap_or(0);
-                let mut cycle = stack[start..].to_vec();
+                let start = self.stack.iter().position(|&s| s == i).unwrap_or(0);
+                let mut cycle = self.stack[start..].to_vec();
                 cycle.push(i);
                 return Err(cycle);
             }
             Mark::New => {}
         }
-        marks[i] = Mark::Open;
-        stack.push(i);
-        for &dep in &deps[i] {
-            visit(dep, deps, marks, stack, order)?;
+        self.marks[i] = Mark::Open;
+        self.stack.push(i);
+        for &dep in &self.deps[i] {
+            self.visit(dep)?;
         }
-        stack.pop();
-        marks[i] = Mark::Done;
-        order.push(i);
+        self.stack.pop();
+        self.marks[i] = Mark::Done;
+        self.order.push(i);
         Ok(())
     }
-    let mut marks = vec![Mark::New; children.len()];
-    let mut order = Vec::with_capacity(children.len());
-    for i in 0..children.len() {
-        let mut stack = Vec::new();
-        if let Err(cycle) = visit(i, &deps, &mut marks, &mut stack, &mut order) {
-            let path: Vec<&str> = cycle.iter().map(|&c| names[c]).collect();
-            let through_reads = cycle
-                .windows(2)
-                .any(|w| !children[w[0]].depends_on.iter().any(|d| d == names[w[1]]));
-            let mut message = path.join(" -> ");
-            if through_reads {
-                message.push_str(" (a child that reads a collection comes after the whole collection)");
-            }
-            report(
-                Field::ChildDependsOn(offset + cycle[0]),
-                CompileError::Cycle(message),
-                None,
-            );
-            return None;
-        }
-    }
-    Some(order.into_iter().map(|i| offset + i).collect())
 }

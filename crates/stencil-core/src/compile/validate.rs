@@ -17,62 +17,83 @@ pub const RESERVED_CONDITIONS: &[&str] = &["Finalized", "Ready", "Reconciling", 
 /// Status keys Stencil writes itself.
 pub const RESERVED_STATUS_FIELDS: &[&str] = &["conditions", "observedGeneration"];
 
-/// Runs every check, reporting each problem; returns the dependency order of `children`
-/// and of `finalize.children` (numbered after `children`) when the dependencies are sound.
-pub(crate) fn check(
-    spec: &OperatorDefinitionSpec,
-    parent: Option<&Gvk>,
-    report: Report<'_>,
-) -> Option<(Vec<usize>, Vec<usize>)> {
+/// The order children are applied in, and finalize children run in.
+pub(super) struct Orders {
+    /// Indices into `children`, each after what it depends on.
+    pub(super) children: Vec<usize>,
+    /// Indices of `finalize.children` (numbered after `children`), likewise.
+    pub(super) finalize: Vec<usize>,
+}
+
+/// Runs every check, reporting each problem; returns the dependency orders when the
+/// dependencies are sound.
+pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report: Report<'_>) -> Option<Orders> {
+    check_parent(spec, parent, report);
+    check_children(spec, report);
+    check_lookups(spec, report);
+    if let Some(decorate) = &spec.decorate {
+        for problem in decorator_problems(spec, decorate) {
+            report(Field::Decorate, CompileError::Invalid(problem), None);
+        }
+    }
+    check_conditions(spec, report);
+    check_status_fields(spec, report);
+    check_settings(spec, report);
+    if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
+        for problem in crd_problems(crd, parent) {
+            report(Field::Crd, CompileError::Crd(problem), None);
+        }
+    }
+    let n = spec.children.len();
+    let children = dependency_order(&spec.children, &spec.finalize.children, 0, report);
+    let finalize = dependency_order(&spec.finalize.children, &spec.children, n, report);
+    Some(Orders {
+        children: children?,
+        finalize: finalize?,
+    })
+}
+
+/// The parent's kind is CamelCase, and there is a child to render.
+fn check_parent(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report: Report<'_>) {
     if let Some(parent) = parent
         && !is_kind(&parent.kind)
     {
-        report(
-            Field::Parent,
-            CompileError::Invalid(format!("kind `{}` must be CamelCase, e.g. `Database`", parent.kind)),
-            None,
-        );
+        let message = format!("kind `{}` must be CamelCase, e.g. `Database`", parent.kind);
+        report(Field::Parent, CompileError::Invalid(message), None);
     }
     if spec.children.is_empty() {
-        report(
-            Field::Definition,
-            CompileError::Invalid("spec.children must list at least one child".into()),
-            None,
-        );
+        let message = "spec.children must list at least one child".to_string();
+        report(Field::Definition, CompileError::Invalid(message), None);
     }
+}
+
+/// Children and finalize children have plain names, unique across both lists: the
+/// `stencil.dev/child` label tells their objects apart.
+fn check_children(spec: &OperatorDefinitionSpec, report: Report<'_>) {
     let mut seen = BTreeSet::new();
-    // One namespace for both lists: the `stencil.dev/child` label tells their objects apart.
     for (i, child) in spec.children.iter().chain(&spec.finalize.children).enumerate() {
         if !is_identifier(&child.name) {
-            report(
-                Field::ChildName(i),
-                CompileError::Invalid(identifier_hint("child", &child.name)),
-                None,
-            );
+            let hint = identifier_hint("child", &child.name);
+            report(Field::ChildName(i), CompileError::Invalid(hint), None);
         }
         if !seen.insert(child.name.as_str()) {
-            report(
-                Field::ChildName(i),
-                CompileError::Duplicate(format!("child {}", child.name)),
-                None,
-            );
+            let what = format!("child {}", child.name);
+            report(Field::ChildName(i), CompileError::Duplicate(what), None);
         }
     }
+}
+
+/// Lookups have unique plain names, a valid apiVersion and a selector that can match.
+fn check_lookups(spec: &OperatorDefinitionSpec, report: Report<'_>) {
     let mut seen = BTreeSet::new();
     for (i, lookup) in spec.lookups.iter().enumerate() {
         if !is_identifier(&lookup.name) {
-            report(
-                Field::LookupName(i),
-                CompileError::Invalid(identifier_hint("lookup", &lookup.name)),
-                None,
-            );
+            let hint = identifier_hint("lookup", &lookup.name);
+            report(Field::LookupName(i), CompileError::Invalid(hint), None);
         }
         if !seen.insert(lookup.name.as_str()) {
-            report(
-                Field::LookupName(i),
-                CompileError::Duplicate(format!("lookup {}", lookup.name)),
-                None,
-            );
+            let what = format!("lookup {}", lookup.name);
+            report(Field::LookupName(i), CompileError::Duplicate(what), None);
         }
         if let Err(e) = Gvk::parse(&lookup.api_version, &lookup.kind) {
             report(Field::LookupName(i), CompileError::ApiVersion(e), None);
@@ -81,28 +102,19 @@ pub(crate) fn check(
             report(Field::LookupSelector(i), CompileError::Invalid(problem), None);
         }
     }
-    if let Some(decorate) = &spec.decorate {
-        for problem in decorator_problems(spec, decorate) {
-            report(Field::Decorate, CompileError::Invalid(problem), None);
-        }
-    }
+}
+
+/// Status conditions are the author's (not Stencil's), CamelCase and unique.
+fn check_conditions(spec: &OperatorDefinitionSpec, report: Report<'_>) {
     let mut seen = BTreeSet::new();
     for (i, condition) in spec.status.conditions.iter().enumerate() {
         let t = condition.type_.as_str();
         if RESERVED_CONDITIONS.contains(&t) {
-            report(
-                Field::Condition(i),
-                CompileError::Invalid(format!(
-                    "condition type `{t}` is written by Stencil; choose another name"
-                )),
-                None,
-            );
+            let message = format!("condition type `{t}` is written by Stencil; choose another name");
+            report(Field::Condition(i), CompileError::Invalid(message), None);
         } else if !is_kind(t) {
-            report(
-                Field::Condition(i),
-                CompileError::Invalid(format!("condition type `{t}` must be CamelCase, e.g. `Available`")),
-                None,
-            );
+            let message = format!("condition type `{t}` must be CamelCase, e.g. `Available`");
+            report(Field::Condition(i), CompileError::Invalid(message), None);
         }
         if !seen.insert(t) {
             report(
@@ -112,40 +124,35 @@ pub(crate) fn check(
             );
         }
     }
+}
+
+/// Status fields are the author's (not Stencil's) and have plain names.
+fn check_status_fields(spec: &OperatorDefinitionSpec, report: Report<'_>) {
     for key in spec.status.fields.keys() {
+        let field = || Field::StatusValue(key.clone());
         if RESERVED_STATUS_FIELDS.contains(&key.as_str()) {
-            report(
-                Field::StatusValue(key.clone()),
-                CompileError::Invalid(format!("status.{key} is written by Stencil; choose another name")),
-                None,
-            );
+            let message = format!("status.{key} is written by Stencil; choose another name");
+            report(field(), CompileError::Invalid(message), None);
         } else if !is_identifier(key) {
-            report(
-                Field::StatusValue(key.clone()),
-                CompileError::Invalid(format!(
-                    "status field `{key}` must be a plain name such as `readyReplicas`"
-                )),
-                None,
-            );
+            let message = format!("status field `{key}` must be a plain name such as `readyReplicas`");
+            report(field(), CompileError::Invalid(message), None);
         }
     }
+}
+
+/// Allowed namespaces, resync, rollout and the finalize timeout hold usable values.
+fn check_settings(spec: &OperatorDefinitionSpec, report: Report<'_>) {
     for ns in &spec.allowed_namespaces {
         if ns != "*" && !is_dns_label(ns) {
-            report(
-                Field::AllowedNamespaces,
-                CompileError::Invalid(format!("`{ns}` is not a namespace name (or `*`)")),
-                None,
-            );
+            let message = format!("`{ns}` is not a namespace name (or `*`)");
+            report(Field::AllowedNamespaces, CompileError::Invalid(message), None);
         }
     }
     if let Some(seconds) = spec.resync_seconds
         && seconds < 10
     {
-        report(
-            Field::ResyncSeconds,
-            CompileError::Invalid(format!("resyncSeconds must be at least 10, got {seconds}")),
-            None,
-        );
+        let message = format!("resyncSeconds must be at least 10, got {seconds}");
+        report(Field::ResyncSeconds, CompileError::Invalid(message), None);
     }
     for problem in crate::definition::rollout_problems(&spec.rollout) {
         report(
@@ -155,21 +162,9 @@ pub(crate) fn check(
         );
     }
     if spec.finalize.timeout_seconds == 0 {
-        report(
-            Field::FinalizeUntil,
-            CompileError::Invalid("finalize.timeoutSeconds must be at least 1".into()),
-            None,
-        );
+        let message = "finalize.timeoutSeconds must be at least 1".to_string();
+        report(Field::FinalizeUntil, CompileError::Invalid(message), None);
     }
-    if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
-        for problem in crd_problems(crd, parent) {
-            report(Field::Crd, CompileError::Crd(problem), None);
-        }
-    }
-    let n = spec.children.len();
-    let order = dependency_order(&spec.children, &spec.finalize.children, 0, report);
-    let finalize_order = dependency_order(&spec.finalize.children, &spec.children, n, report);
-    Some((order?, finalize_order?))
 }
 
 /// What the API server would refuse in a scale subresource: paths are JSON paths of the

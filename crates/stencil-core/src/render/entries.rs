@@ -59,17 +59,8 @@ pub(super) fn render_entries<'a>(
     let mut rendered_by: BTreeMap<ObjectKey, &str> = BTreeMap::new();
     for &i in order {
         let child = def.entry(i);
-        // A collection read is a dependency: the reader waits until every member exists
-        // and is ready (an empty collection is complete), not just until one exists.
-        let collections = def.reads(i).iter().filter(|r| def.reads_collection(i, r));
-        let blockers: Vec<String> = if missing_lookups.is_empty() {
-            child
-                .depends_on
-                .iter()
-                .chain(collections)
-                .filter(|d| !out.ready.get(d.as_str()).is_some_and(Readiness::is_ready))
-                .cloned()
-                .collect()
+        let blockers = if missing_lookups.is_empty() {
+            unready_dependencies(def, i, &out.ready)
         } else {
             missing_lookups.clone()
         };
@@ -103,12 +94,7 @@ pub(super) fn render_entries<'a>(
             Err(mut e) => {
                 // Reading through a child that does not exist yet waits for it, as
                 // `dependsOn` would, instead of failing every child of the parent.
-                let absent: Vec<String> = def
-                    .reads(i)
-                    .iter()
-                    .filter(|r| input.observed.get(*r).is_none_or(Vec::is_empty))
-                    .cloned()
-                    .collect();
+                let absent = absent_reads(def, i, input);
                 if !absent.is_empty() && e.iter().all(RenderError::is_undefined) {
                     out.wait(&child.name, absent);
                     continue;
@@ -124,6 +110,34 @@ pub(super) fn render_entries<'a>(
     } else {
         Err(RenderFailure(errors))
     }
+}
+
+/// What the entry at `i` waits for: the entries it depends on, and every collection it
+/// reads, that are not ready. A collection read is a dependency: the reader waits until
+/// every member exists and is ready (an empty collection is complete), not just until
+/// one exists.
+fn unready_dependencies(
+    def: &crate::compile::CompiledDefinition,
+    i: usize,
+    ready: &BTreeMap<&str, Readiness>,
+) -> Vec<String> {
+    let collections = def.reads(i).iter().filter(|r| def.reads_collection(i, r));
+    def.entry(i)
+        .depends_on
+        .iter()
+        .chain(collections)
+        .filter(|d| !ready.get(d.as_str()).is_some_and(Readiness::is_ready))
+        .cloned()
+        .collect()
+}
+
+/// The other children the entry at `i` reads that are not observed yet.
+fn absent_reads(def: &crate::compile::CompiledDefinition, i: usize, input: &RenderInput<'_>) -> Vec<String> {
+    def.reads(i)
+        .iter()
+        .filter(|r| input.observed.get(*r).is_none_or(Vec::is_empty))
+        .cloned()
+        .collect()
 }
 
 /// Records which entry renders each of `objects`; says so for each object an entry

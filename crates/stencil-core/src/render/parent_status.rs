@@ -52,13 +52,33 @@ pub(super) fn status(
     ready: &BTreeMap<&str, Readiness>,
     waiting: &[Waiting],
 ) -> Result<Value, RenderError> {
-    let def = info.def;
     let generation = info.object.pointer("/metadata/generation").and_then(Value::as_i64);
     let mut status = Map::new();
     if let Some(g) = generation {
         status.insert("observedGeneration".into(), g.into());
     }
-    for (field, rule) in def.field_rules() {
+    fields(info, context, &mut status)?;
+    let not_ready = not_ready_children(info.def, ready, waiting);
+    let all_ready = not_ready.is_empty() && waiting.is_empty();
+    if let Some(source) = &info.def.spec.status.template {
+        let mut ctx = context.clone();
+        ctx["ready"] = all_ready.into();
+        ctx["waiting"] = serde_json::to_value(waiting).unwrap_or_default();
+        from_template(info, source, &ctx, &mut status)?;
+    }
+    let mut conditions = rule_conditions(info, context, generation)?;
+    let Said { reason, message } = readiness_said(info.def.spec.children.len(), &not_ready, waiting);
+    conditions.push(condition("Ready", all_ready, &reason, &message, generation));
+    if !all_ready {
+        conditions.push(condition("Reconciling", true, &reason, &message, generation));
+    }
+    status.insert("conditions".into(), Value::Array(conditions));
+    Ok(Value::Object(status))
+}
+
+/// Adds the definition's status fields: one value as it is, several as a list.
+fn fields(info: &ParentInfo<'_>, context: &Value, status: &mut Map<String, Value>) -> Result<(), RenderError> {
+    for (field, rule) in info.def.field_rules() {
         let mut values = rule.select(context).map_err(|e| info.rule_error(rule, e))?;
         match values.len() {
             0 => {}
@@ -70,9 +90,13 @@ pub(super) fn status(
             }
         }
     }
+    Ok(())
+}
 
-    let not_ready: Vec<String> = def
-        .spec
+/// The children rendered but not ready, each with why (`name (why)`); a child held back
+/// by `dependsOn` is waiting, not counted here.
+fn not_ready_children(def: &CompiledDefinition, ready: &BTreeMap<&str, Readiness>, waiting: &[Waiting]) -> Vec<String> {
+    def.spec
         .children
         .iter()
         .filter(|c| !waiting.iter().any(|w| w.child == c.name))
@@ -80,44 +104,51 @@ pub(super) fn status(
             Some(Readiness::NotReady(why)) => Some(format!("{} ({why})", c.name)),
             _ => None,
         })
-        .collect();
-    let all_ready = not_ready.is_empty() && waiting.is_empty();
+        .collect()
+}
 
-    if let Some(source) = &def.spec.status.template {
-        let mut ctx = context.clone();
-        ctx["ready"] = all_ready.into();
-        ctx["waiting"] = serde_json::to_value(waiting).unwrap_or_default();
-        let text = info.render_template(names::STATUS, source, &JinjaValue::from(Serde(&ctx)))?;
-        let at = || info.place(names::STATUS, None);
-        let extra: Value = crate::yaml::document(&text).map_err(|e| RenderError::Output {
-            at: at(),
-            line: e.line,
-            message: e.message,
-        })?;
-        match extra {
-            Value::Null => {}
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if crate::compile::RESERVED_STATUS_FIELDS.contains(&k.as_str()) {
-                        return Err(RenderError::Object {
-                            at: at(),
-                            message: format!("status.{k} is written by Stencil"),
-                        });
-                    }
-                    status.insert(k, v);
-                }
-            }
-            _ => {
-                return Err(RenderError::Object {
-                    at: at(),
-                    message: "the status template must render a YAML mapping".into(),
-                });
-            }
+/// Adds what the status template renders over `ctx`: a mapping, none of whose keys is
+/// Stencil's own.
+fn from_template(
+    info: &ParentInfo<'_>,
+    source: &str,
+    ctx: &Value,
+    status: &mut Map<String, Value>,
+) -> Result<(), RenderError> {
+    let text = info.render_template(names::STATUS, source, &JinjaValue::from(Serde(ctx)))?;
+    let at = || info.place(names::STATUS, None);
+    let extra: Value = crate::yaml::document(&text).map_err(|e| RenderError::Output {
+        at: at(),
+        line: e.line,
+        message: e.message,
+    })?;
+    let map = match extra {
+        Value::Null => return Ok(()),
+        Value::Object(map) => map,
+        _ => {
+            return Err(RenderError::Object {
+                at: at(),
+                message: "the status template must render a YAML mapping".into(),
+            });
         }
+    };
+    for (k, v) in map {
+        if crate::compile::RESERVED_STATUS_FIELDS.contains(&k.as_str()) {
+            return Err(RenderError::Object {
+                at: at(),
+                message: format!("status.{k} is written by Stencil"),
+            });
+        }
+        status.insert(k, v);
     }
+    Ok(())
+}
 
+/// The definition's own conditions, each True when its rule holds; a latched one that
+/// held keeps its True until the spec changes.
+fn rule_conditions(info: &ParentInfo<'_>, context: &Value, generation: Option<i64>) -> Result<Vec<Value>, RenderError> {
     let mut conditions = Vec::new();
-    for (rule_spec, rule) in def.condition_rules() {
+    for (rule_spec, rule) in info.def.condition_rules() {
         let holds = rule.holds(context).map_err(|e| info.rule_error(rule, e))?;
         if !holds
             && rule_spec.latch
@@ -136,37 +167,44 @@ pub(super) fn status(
         };
         conditions.push(condition(&rule_spec.type_, holds, &reason, &message, generation));
     }
-    let total = def.spec.children.len();
-    let (reason, message) = if all_ready {
-        (
-            "AllChildrenReady".to_string(),
-            format!("{total} of {total} children ready"),
-        )
-    } else {
-        let mut parts = Vec::new();
-        if !waiting.is_empty() {
-            let w: Vec<String> = waiting
-                .iter()
-                .map(|w| format!("{} (on {})", w.child, w.on.join(", ")))
-                .collect();
-            parts.push(format!("waiting: {}", w.join(", ")));
-        }
-        if !not_ready.is_empty() {
-            parts.push(format!("not ready: {}", not_ready.join(", ")));
-        }
-        let reason = if waiting.is_empty() {
-            "ChildrenNotReady"
-        } else {
-            "Waiting"
+    Ok(conditions)
+}
+
+/// A condition's reason and message.
+struct Said {
+    reason: String,
+    message: String,
+}
+
+/// What `Ready` (and `Reconciling`) say of `total` children, some `not_ready`, some
+/// `waiting`.
+fn readiness_said(total: usize, not_ready: &[String], waiting: &[Waiting]) -> Said {
+    if not_ready.is_empty() && waiting.is_empty() {
+        return Said {
+            reason: "AllChildrenReady".to_string(),
+            message: format!("{total} of {total} children ready"),
         };
-        (reason.to_string(), parts.join("; "))
-    };
-    conditions.push(condition("Ready", all_ready, &reason, &message, generation));
-    if !all_ready {
-        conditions.push(condition("Reconciling", true, &reason, &message, generation));
     }
-    status.insert("conditions".into(), Value::Array(conditions));
-    Ok(Value::Object(status))
+    let mut parts = Vec::new();
+    if !waiting.is_empty() {
+        let w: Vec<String> = waiting
+            .iter()
+            .map(|w| format!("{} (on {})", w.child, w.on.join(", ")))
+            .collect();
+        parts.push(format!("waiting: {}", w.join(", ")));
+    }
+    if !not_ready.is_empty() {
+        parts.push(format!("not ready: {}", not_ready.join(", ")));
+    }
+    let reason = if waiting.is_empty() {
+        "ChildrenNotReady"
+    } else {
+        "Waiting"
+    };
+    Said {
+        reason: reason.to_string(),
+        message: parts.join("; "),
+    }
 }
 
 /// The parent's condition `type_` as it stands, when it is True and was set at
