@@ -5,7 +5,7 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::context::{Context, ParentKey};
-use super::ledger::Readiness;
+use super::ledger::DecoratorOutcome;
 use crate::definition::FailingParent;
 
 /// How a decorator's parents are doing, for its definition's status.
@@ -31,12 +31,12 @@ impl Context {
             .and_then(Value::as_array)
             .and_then(|c| c.iter().find(|c| c["type"] == "Ready"));
         let outcome = match ready {
-            Some(c) if c["status"] == "True" => Readiness::Ready,
-            Some(c) => Readiness::NotReady {
+            Some(c) if c["status"] == "True" => DecoratorOutcome::Ready,
+            Some(c) => DecoratorOutcome::NotReady {
                 reason: c["reason"].as_str().unwrap_or_default().to_string(),
                 message: c["message"].as_str().unwrap_or_default().to_string(),
             },
-            None => Readiness::NotReady {
+            None => DecoratorOutcome::NotReady {
                 reason: "Unknown".to_string(),
                 message: String::new(),
             },
@@ -56,7 +56,7 @@ impl Context {
         let mut failing: Vec<FailingParent> = parents
             .iter()
             .filter_map(|p| {
-                let Some(Readiness::NotReady { reason, message }) = ledger.outcome_of(p) else {
+                let Some(DecoratorOutcome::NotReady { reason, message }) = ledger.outcome_of(p) else {
                     return None;
                 };
                 let at = p
@@ -73,7 +73,7 @@ impl Context {
         failing.sort_by(|a, b| (&a.parent, &a.reason, &a.message).cmp(&(&b.parent, &b.reason, &b.message)));
         let ready = parents
             .iter()
-            .filter(|p| matches!(ledger.outcome_of(p), Some(Readiness::Ready)))
+            .filter(|p| matches!(ledger.outcome_of(p), Some(DecoratorOutcome::Ready)))
             .count();
         failing.truncate(FAILING_SHOWN);
         Some(Decorated {

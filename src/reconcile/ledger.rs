@@ -27,7 +27,7 @@ struct Record {
     conflict: Option<String>,
     finalized: Option<Value>,
     /// A decorator's last word, once it has one.
-    outcome: Option<Readiness>,
+    outcome: Option<DecoratorOutcome>,
     /// Children written by recent passes, until their store holds the write.
     written: Vec<Written>,
     /// The watch events this controller's own writes of the current or last pass will
@@ -43,7 +43,7 @@ struct Record {
 
 /// A decorator's word on one decorated object.
 #[derive(Debug, PartialEq)]
-pub(super) enum Readiness {
+pub(super) enum DecoratorOutcome {
     /// Every child is ready.
     Ready,
     /// Not every child is: the reason and message a composite parent's `Ready` would
@@ -155,12 +155,12 @@ impl Ledger {
     }
 
     /// Records a decorator's outcome for `parent`.
-    pub(super) fn outcome(&mut self, parent: &ParentKey, outcome: Readiness) {
+    pub(super) fn outcome(&mut self, parent: &ParentKey, outcome: DecoratorOutcome) {
         self.record(parent).outcome = Some(outcome);
     }
 
     /// A decorator's outcome for `parent`, once it has one.
-    pub(super) fn outcome_of(&self, parent: &ParentKey) -> Option<&Readiness> {
+    pub(super) fn outcome_of(&self, parent: &ParentKey) -> Option<&DecoratorOutcome> {
         self.records.get(parent)?.outcome.as_ref()
     }
 
