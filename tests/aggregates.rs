@@ -10,7 +10,6 @@ use std::time::Duration;
 use common::{TestNamespace, client, condition, definition, start_stencil, unique_group, wait_for};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -71,8 +70,7 @@ async fn a_job_like_parent_completes_by_an_aggregate_that_stays_latched() {
     std::fs::write(&file, definition(&group, CHILDREN, STATUS)).unwrap();
     let _stencil = start_stencil(&[file], false).await;
 
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widgets: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     let batch: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
         "metadata": {"name": "b"}, "spec": {"completions": 3}}))
     .unwrap();

@@ -14,7 +14,6 @@ use common::{
     full_faults, spawn_stencil, unique_group, wait_established, wait_for,
 };
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 /// Kills the API server, moves etcd on and compacts away the revisions the watches would
@@ -99,8 +98,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
         dir.path().join("stencil.log"),
     );
     wait_established(&client, &format!("widgets.{group}")).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let api: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     // The full suite relists more than one page (the watcher lists 500 a page).
     let first = if full_faults() { 520 } else { 10 };
     create(&api, &group, (0..first).map(|i| format!("w{i}"))).await;
@@ -219,15 +217,6 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let written = writes(&stencil).await - before;
         if written != 0.0 {
-            let logs = stencil.logs();
-            let tail: Vec<&str> = logs
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect();
             let (_, metrics) = stencil.get("/metrics").await.unwrap_or_default();
             let applied: Vec<&str> = metrics
                 .lines()
@@ -238,7 +227,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
             panic!(
                 "{written} writes after convergence\n{}\nthe log ends:\n{}",
                 applied.join("\n"),
-                tail.join("\n")
+                stencil.tail(40)
             );
         }
     }

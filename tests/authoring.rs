@@ -106,8 +106,7 @@ async fn reading_another_child_without_depends_on_waits_for_it_and_then_renders(
     assert!(hint.contains("reads children.db without `dependsOn: [db]`"), "{hint}");
     let _stencil = start_stencil(&[dir.path().to_path_buf()], false).await;
     wait_established(&client, &format!("widgets.{group}")).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widgets: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     let w: DynamicObject = serde_json::from_value(serde_json::json!({"apiVersion": format!("{group}/v1"),
         "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}))
     .unwrap();

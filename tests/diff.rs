@@ -13,7 +13,6 @@ use std::time::Duration;
 use common::{TestNamespace, child, client, count_ready, definition, spawn_stencil, unique_group, wait_established};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 const PARENTS: usize = 20;
@@ -93,8 +92,7 @@ async fn diff_counts_an_edit_across_twenty_parents_without_writing_and_render_re
         scratch.path().join("stencil.log"),
     );
     wait_established(&client, &format!("widgets.{group}")).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let widgets: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     for i in 0..PARENTS {
         let w: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
             "metadata": {"name": format!("w{i}")}, "spec": {}}))

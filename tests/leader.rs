@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use common::{Process, TestNamespace, spawn_stencil, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 async fn create_widget(api: &Api<DynamicObject>, group: &str, name: &str) {
@@ -63,18 +62,11 @@ impl Pair {
         .await;
         let leader = match settled {
             Ok(leader) => leader,
-            Err(_) => {
-                let tail = |p: &Process| {
-                    let logs = p.logs();
-                    let lines: Vec<&str> = logs.lines().collect();
-                    lines[lines.len().saturating_sub(15)..].join("\n")
-                };
-                panic!(
-                    "no leader and standby within 60 s\n--- a.log:\n{}\n--- b.log:\n{}",
-                    tail(&procs[0]),
-                    tail(&procs[1])
-                );
-            }
+            Err(_) => panic!(
+                "no leader and standby within 60 s\n--- a.log:\n{}\n--- b.log:\n{}",
+                procs[0].tail(15),
+                procs[1].tail(15)
+            ),
         };
         Pair {
             client,
@@ -88,8 +80,7 @@ impl Pair {
     }
 
     fn widgets(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
-        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+        common::widgets(&self.client, &self.group, &self.ns.name)
     }
 
     fn configmaps(&self) -> Api<ConfigMap> {
@@ -159,14 +150,6 @@ async fn only_the_leader_reconciles_and_the_standby_takes_over_after_a_kill() {
     assert!(failover < Duration::from_secs(60), "failover took {failover:?}");
 }
 
-fn signal(p: &Process, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, &p.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {sig}");
-}
-
 /// Writes the fence let through, from the process's metrics.
 async fn fenced(p: &Process, result: &str) -> Option<f64> {
     p.metric(&format!("stencil_fenced_writes_total{{result=\"{result}\"}}"))
@@ -212,7 +195,7 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
     })
     .await;
 
-    signal(old, "-STOP");
+    old.signal("-STOP");
     let frozen = Instant::now();
     wait_for("the standby to take the Lease", Duration::from_secs(60), || async {
         (new.metric(&gauge).await == Some(1.0)).then_some(())
@@ -225,27 +208,11 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
         cms.get_opt("two-cm").await.ok()?
     })
     .await;
-    signal(old, "-CONT");
+    old.signal("-CONT");
 
     let mut old = procs.into_iter().nth(leader).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let exited = loop {
-        if let Some(status) = old.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the old leader did not exit; its log:\n{}",
-            old.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    let log = old.logs();
-    let sent_after: f64 = log
-        .lines()
-        .filter(|l| l.contains("writes through the leader's fence"))
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["sent"].as_f64())
-        .unwrap_or_else(|| panic!("no fence count in the old leader's log:\n{log}"));
+    let exited = old.exit_within(Duration::from_secs(60), "the old leader").await;
+    let sent_after = old.sent_count("writes through the leader's fence");
     eprintln!(
         "standby took the Lease {:.1} s after the leader froze; old leader: {sent_before} writes before, {sent_after} at exit",
         takeover.as_secs_f64()
@@ -255,7 +222,9 @@ async fn a_frozen_leader_stops_writing_before_the_standby_can_take_the_lease() {
         "the old leader exits with an error once it knows it lost the Lease"
     );
     assert_eq!(
-        sent_after, sent_before,
-        "the old leader sent a write after the standby took over; its log:\n{log}"
+        sent_after,
+        sent_before,
+        "the old leader sent a write after the standby took over; its log ends:\n{}",
+        old.tail(40)
     );
 }

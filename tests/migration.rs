@@ -75,8 +75,7 @@ async fn storage_version_switch(method: stencil::migrate::Method) {
     .await;
     let crd_name = format!("widgets.{group}");
     wait_established(&client, &crd_name).await;
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let v1: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let v1: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     for i in 0..5 {
         let w = object(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
             "metadata": {"name": format!("w{i}"), "namespace": ns.name}, "spec": {"size": i}}));
@@ -148,8 +147,7 @@ async fn a_rewrite_killed_midway_resumes_without_starting_over() {
     let file = dir.path().join("widgets.yaml");
     std::fs::write(&file, widgets(&group, "v1", &["v1", "v2"])).unwrap();
     let crd_name = format!("widgets.{group}");
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Widget"), "widgets");
-    let v1: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &ar);
+    let v1: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     {
         let _first = common::start_stencil(&[dir.path().to_path_buf()], false).await;

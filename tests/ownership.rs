@@ -54,8 +54,7 @@ impl World {
     }
 
     fn widgets(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
-        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+        common::widgets(&self.client, &self.group, &self.ns.name)
     }
 
     fn configmaps(&self) -> Api<ConfigMap> {

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use common::{
     TestNamespace, child, client, condition, definition, run_tool, spawn_stencil, token_kubeconfig, unique_group,
-    wait_for,
+    wait_for, widgets,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DynamicObject};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -24,11 +23,6 @@ const READER: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRol
 const BINDING: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {{ parent.metadata.name }}-reader\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: {{ parent.metadata.namespace }}-{{ parent.metadata.name }}-reader\nsubjects:\n  - kind: ServiceAccount\n    name: {{ parent.metadata.name }}\n    namespace: {{ parent.metadata.namespace }}";
 /// A Role whose verbs come from the parent: `stencil rbac` cannot hold them in advance.
 const TEMPLATED: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {{ parent.metadata.name }}-custom\nrules:\n  - apiGroups: [\"\"]\n    resources: [pods]\n    verbs: {{ parent.spec.verbs | tojson }}";
-
-fn widgets(client: &kube::Client, group: &str, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
 
 #[tokio::test]
 async fn rbac_children_are_written_with_the_derived_rbac_and_escalation_is_reported() {

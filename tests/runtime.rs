@@ -35,8 +35,7 @@ async fn definition_condition(
 /// Creates Widget `name` of `group` in `ns` with `spec.size`, once the kind is served,
 /// and returns the Widgets of that namespace.
 async fn create_widget(client: &kube::Client, group: &str, ns: &str, name: &str, size: i64) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", "Widget"), "widgets");
-    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let widgets: Api<DynamicObject> = common::widgets(client, group, ns);
     let widget: DynamicObject = serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
         "metadata": {"name": name}, "spec": {"size": size}}))
     .unwrap();

@@ -14,7 +14,6 @@ use common::{Process, TestNamespace, spawn_stencil_env, wait_for};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 use stencil::definition::RolloutPhase;
 use stencil::labels;
@@ -140,8 +139,7 @@ impl Ring {
     }
 
     fn widgets(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&self.group, "v1", "Widget"), "widgets");
-        Api::namespaced_with(self.client.clone(), &self.ns.name, &ar)
+        common::widgets(&self.client, &self.group, &self.ns.name)
     }
 
     fn configmaps(&self) -> Api<ConfigMap> {
@@ -271,11 +269,6 @@ fn shares(placement: &BTreeMap<String, String>) -> BTreeMap<String, usize> {
     out
 }
 
-/// How often `text` occurs in a member's log.
-fn logged(p: &Process, text: &str) -> usize {
-    p.logs().lines().filter(|l| l.contains(text)).count()
-}
-
 #[tokio::test]
 async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drains() {
     let mut ring = Ring::start(&["member-a", "member-b", "member-c"], PARENTS, &[]).await;
@@ -344,7 +337,7 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
     // before the new one writes its child, once.
     let before_join = ring.placement().await.unwrap();
     let writes_before = ring.total(&survivors, Count::ChildWrites).await;
-    let handovers_before: usize = survivors.iter().map(|m| logged(ring.member(m), "handed over")).sum();
+    let handovers_before: usize = survivors.iter().map(|m| ring.member(m).logged("handed over")).sum();
     ring.join("member-d");
     let joined = wait_for(
         "the fourth member to take a share",
@@ -366,7 +359,7 @@ async fn parents_split_between_members_move_on_a_kill_and_rebalance_through_drai
     );
     let split = shares(&joined);
     eprintln!("after a fourth member joined: {split:?}");
-    let handovers: usize = survivors.iter().map(|m| logged(ring.member(m), "handed over")).sum();
+    let handovers: usize = survivors.iter().map(|m| ring.member(m).logged("handed over")).sum();
     assert_eq!(
         handovers - handovers_before,
         moved.len(),
@@ -471,14 +464,6 @@ async fn the_sharders_leader_killed_during_a_rebalance_hands_the_rebalance_over(
     a_kill_during_a_rebalance(Victim::Leader).await;
 }
 
-fn signal(p: &Process, sig: &str) {
-    let status = std::process::Command::new("kill")
-        .args([sig, &p.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {sig}");
-}
-
 /// A member frozen with SIGSTOP past its Lease: its parents move to the other member,
 /// which serves an edit of every parent. Thawed with its queues full, the frozen member
 /// writes nothing (its fence closed at the renew deadline, before the sharder could move
@@ -502,7 +487,7 @@ async fn a_frozen_member_writes_nothing_once_its_parents_have_moved() {
         .await;
     assert!(sent_before > 0.0, "positive control: the member's writes are counted");
 
-    signal(ring.member(&frozen), "-STOP");
+    ring.member(&frozen).signal("-STOP");
     let stopped = Instant::now();
     wait_for(
         "the frozen member's parents to move",
@@ -519,24 +504,11 @@ async fn a_frozen_member_writes_nothing_once_its_parents_have_moved() {
     );
     ring.edit_all(2).await;
     ring.until_settled("2", "the edit, served by the other member").await;
-    signal(ring.member(&frozen), "-CONT");
+    ring.member(&frozen).signal("-CONT");
 
     let mut thawed = ring.members.remove(&frozen).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while thawed.child.try_wait().unwrap().is_none() {
-        assert!(
-            Instant::now() < deadline,
-            "the thawed member did not exit; its log:\n{}",
-            thawed.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let log = thawed.logs();
-    let sent_after = log
-        .lines()
-        .filter(|l| l.contains("writes through the member's fence"))
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["sent"].as_f64())
-        .unwrap_or_else(|| panic!("no fence count in the thawed member's log:\n{log}"));
+    thawed.exit_within(Duration::from_secs(60), "the thawed member").await;
+    let sent_after = thawed.sent_count("writes through the member's fence");
     assert_eq!(sent_after, sent_before, "the thawed member wrote nothing");
     ring.until_settled("2", "after the thaw").await;
     assert_invariants_of(&ring).await;

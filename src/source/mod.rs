@@ -99,11 +99,16 @@ pub fn latest(events: Vec<SourceEvent>) -> Vec<SourceEvent> {
 mod tests {
     use super::*;
     use crate::compile::compile_file;
+    use stencil_core::fixtures::{CONFIGMAP, ParentKind, bare_definition, child};
 
+    /// A definition named `<name>.example.com` with one ConfigMap child.
     fn def(name: &str) -> Box<CompiledDefinition> {
-        let text = format!(
-            "apiVersion: stencil.dev/v1alpha1\nkind: OperatorDefinition\nmetadata:\n  name: {name}\nspec:\n  parent: {{apiVersion: example.com/v1, kind: Widget}}\n  children:\n    - name: cm\n      template: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: x\n"
-        );
+        let parent = ParentKind {
+            group: "example.com",
+            kind: "Widget",
+            plural: name,
+        };
+        let text = bare_definition(parent, &child("cm", CONFIGMAP), "");
         let (mut defs, diags) = compile_file("d.yaml", &text);
         assert!(diags.0.is_empty(), "{diags}");
         Box::new(defs.remove(0))

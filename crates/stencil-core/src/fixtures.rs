@@ -17,21 +17,16 @@ pub struct ParentKind<'a> {
 /// this line of [`definition`]'s text.
 pub const OPEN_SPEC: &str = "spec: {type: object, x-kubernetes-preserve-unknown-fields: true}";
 
+/// A ConfigMap child named `<parent's name>-cm` whose data holds the parent's `spec.size`.
+pub const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ parent.metadata.name }}-cm\ndata:\n  size: {{ parent.spec.size | quote }}";
+
 /// A definition of `parent` with a CRD whose spec and status take any field, `extra` spec
 /// fields (indented two spaces, each line ending in a newline) and `children` (entries
 /// from [`child`]).
 pub fn definition(parent: ParentKind<'_>, children: &str, extra: &str) -> String {
-    let ParentKind { group, kind, plural } = parent;
-    format!(
-        "apiVersion: stencil.dev/v1alpha1
-kind: OperatorDefinition
-metadata:
-  name: {plural}.{group}
-spec:
-  parent:
-    apiVersion: {group}/v1
-    kind: {kind}
-  crd:
+    let plural = parent.plural;
+    let crd = format!(
+        "  crd:
     names: {{plural: {plural}}}
     versions:
       - name: v1
@@ -43,6 +38,25 @@ spec:
             properties:
               {OPEN_SPEC}
               status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"
+    );
+    bare_definition(parent, children, &format!("{crd}{extra}"))
+}
+
+/// A definition of `parent` without a CRD (one installed by other means, or a decorator's
+/// kind), with `extra` spec fields and `children` as in [`definition`]. Its children
+/// start on line 10 when `extra` is empty.
+pub fn bare_definition(parent: ParentKind<'_>, children: &str, extra: &str) -> String {
+    let ParentKind { group, kind, plural } = parent;
+    format!(
+        "apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata:
+  name: {plural}.{group}
+spec:
+  parent:
+    apiVersion: {group}/v1
+    kind: {kind}
 {extra}  children:
 {children}"
     )

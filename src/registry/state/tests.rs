@@ -1,5 +1,6 @@
 use super::*;
 use crate::compile::compile_file;
+use stencil_core::fixtures::{CONFIGMAP, ParentKind, bare_definition, child};
 
 impl State {
     /// Every origin whose controller runs.
@@ -12,25 +13,14 @@ impl State {
     }
 }
 
+/// A definition named `<name>.example.org` of the parent `kind` with one ConfigMap child.
 fn def(name: &str, kind: &str) -> Box<CompiledDefinition> {
-    let text = format!(
-        "apiVersion: stencil.dev/v1alpha1
-kind: OperatorDefinition
-metadata:
-  name: {name}
-spec:
-  parent:
-    apiVersion: example.org/v1
-    kind: {kind}
-  children:
-    - name: cm
-      template: |
-        apiVersion: v1
-        kind: ConfigMap
-        metadata:
-          name: x
-"
-    );
+    let parent = ParentKind {
+        group: "example.org",
+        kind,
+        plural: name,
+    };
+    let text = bare_definition(parent, &child("cm", CONFIGMAP), "");
     let (mut defs, diags) = compile_file("d.yaml", &text);
     assert!(diags.0.is_empty(), "{diags}");
     Box::new(defs.remove(0))

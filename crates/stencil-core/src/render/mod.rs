@@ -379,6 +379,4 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
 }
 
 #[cfg(test)]
-mod rule_tests;
-#[cfg(test)]
 mod tests;

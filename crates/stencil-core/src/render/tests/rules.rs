@@ -4,7 +4,6 @@
 
 use serde_json::{Value, json};
 
-use super::tests::{CM, Inputs, child, compile, condition, parent};
 use super::*;
 
 /// A Job-like definition: `replicas` Pods as a collection, `Complete` once
