@@ -10,8 +10,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, LogFormat, RunArgs};
+use cli::{Cli, Command, LogFormat, RunArgs, SchemaRewrite};
 use commands::FAILED;
+use commands::schema::Rewrite;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -41,7 +42,13 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Render(args) => commands::render(&args),
         Command::Test { paths, update } => commands::test(&paths, update),
         Command::Crd { definitions } => commands::crd(&definitions),
-        Command::Schema => commands::schema(),
+        Command::Schema { rewrite: None } => commands::schema::print(),
+        Command::Schema {
+            rewrite: Some(SchemaRewrite::Compact { paths }),
+        } => commands::schema::rewrite(&paths, Rewrite::Compact),
+        Command::Schema {
+            rewrite: Some(SchemaRewrite::Expand { paths }),
+        } => commands::schema::rewrite(&paths, Rewrite::Expand),
         Command::New(args) => commands::new(&args),
         Command::Diff(args) => Ok(commands::diff(&args)),
         Command::Convert(args) => commands::convert(&args),

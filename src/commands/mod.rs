@@ -1,5 +1,5 @@
 //! The subcommands other than `run` (`validate`, `render`, `test`, `crd`, `rbac`,
-//! `schema`, `argocd`, `new`, `diff`, `convert`): each reads its inputs (files, or the cluster for
+//! `schema` and its rewrites, `argocd`, `new`, `diff`, `convert`): each reads its inputs (files, or the cluster for
 //! `diff` and `render --from-cluster`, which never write), calls the library or the
 //! commands' own modules (the golden runner, scaffolding, RBAC derivation, Argo CD
 //! health), prints, and returns the exit code.
@@ -23,6 +23,7 @@ mod golden;
 mod rbac;
 pub mod rollout;
 mod scaffold;
+pub mod schema;
 pub use cluster::diff;
 
 /// Exit code for a failed check (validation errors, failed golden cases).
@@ -140,11 +141,6 @@ pub fn test(paths: &[PathBuf], update: bool) -> Result<ExitCode> {
     } else {
         ExitCode::from(FAILED)
     })
-}
-
-pub fn schema() -> Result<ExitCode> {
-    println!("{:#}", stencil::json_schema::definition_schema());
-    Ok(ExitCode::SUCCESS)
 }
 
 pub fn new(args: &NewArgs) -> Result<ExitCode> {

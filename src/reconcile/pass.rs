@@ -74,7 +74,7 @@ struct Applies {
 }
 
 impl<'a> Pass<'a> {
-    /// A pass of `parent`, which reported `conflict` before.
+    /// A pass of `parent`, whose conflict at the end of its last pass was `reported`.
     pub(super) fn new(ctx: &'a Arc<Context>, parent: &'a Arc<DynamicObject>, reported: Option<String>) -> Self {
         Pass {
             ctx,

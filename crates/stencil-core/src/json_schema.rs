@@ -23,6 +23,7 @@ pub fn definition_schema() -> Value {
             s.remove("definitions")
         })
         .unwrap_or_else(|| json!({}));
+    let definitions = with_compact_fields(definitions);
     json!({
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$id": "https://stencil.dev/schemas/operatordefinition.schema.json",
@@ -50,6 +51,35 @@ pub fn definition_schema() -> Value {
     })
 }
 
+/// `definitions` with the compact schema's `spec`, `status` and `types` described as what
+/// they hold (a line per field, a mapping per object), where the CRD can only say "any
+/// object".
+fn with_compact_fields(mut definitions: Value) -> Value {
+    let line = "^\\s*((\\[\\]|map\\[string\\])*[A-Za-z][A-Za-z0-9_-]*\\s*(\\|.*)?|[A-Za-z]+=.*)$";
+    definitions["CompactFields"] = json!({
+        "type": "object",
+        "description": "Fields of a compact schema: `name: TYPE | MARKER=VALUE ...` (e.g. `replicas: integer | default=1 minimum=1`), or a mapping of fields for an object, whose `$self` line holds its own markers.",
+        "additionalProperties": {"anyOf": [
+            {"type": "string", "pattern": line},
+            {"$ref": "#/definitions/CompactFields"}
+        ]}
+    });
+    if let Some(props) = definitions
+        .pointer_mut("/CrdSchema/properties")
+        .and_then(Value::as_object_mut)
+    {
+        for field in ["spec", "status", "types"] {
+            let description = props.get(field).and_then(|f| f.get("description")).cloned();
+            let mut compact = json!({"$ref": "#/definitions/CompactFields"});
+            if let Some(d) = description {
+                compact = json!({"description": d, "allOf": [compact]});
+            }
+            props.insert(field.into(), compact);
+        }
+    }
+    definitions
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +98,25 @@ mod tests {
             let name = target.strip_prefix("#/definitions/").expect("local references only");
             assert!(schema["definitions"].get(name).is_some(), "{target} resolves");
         }
+    }
+
+    #[test]
+    fn the_editor_knows_the_compact_form() {
+        let schema = definition_schema();
+        let spec = &schema["definitions"]["CrdSchema"]["properties"]["spec"];
+        assert_eq!(spec["allOf"][0]["$ref"], "#/definitions/CompactFields", "{spec}");
+        let pattern = schema["definitions"]["CompactFields"]["additionalProperties"]["anyOf"][0]["pattern"]
+            .as_str()
+            .unwrap();
+        let line = regex::Regex::new(pattern).unwrap();
+        for good in [
+            "integer | default=1",
+            "[]map[string]Person",
+            "required=true description=\"x\"",
+        ] {
+            assert!(line.is_match(good), "{good}");
+        }
+        assert!(!line.is_match("| default=1"), "a line starts with its type or a marker");
     }
 
     #[test]

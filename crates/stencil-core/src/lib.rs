@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod applied;
+pub mod compact_schema;
 pub mod compile;
 pub mod conditions;
 pub mod convert;

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
+use super::field::Field;
 use super::position::FieldPosition;
 use super::{CompileError, Diagnostic};
 use crate::definition::{OperatorDefinition, OperatorDefinitionSpec};
@@ -16,90 +17,6 @@ const KIND: &str = "OperatorDefinition";
 /// Where a check reports a problem: the field, the error, and the position inside the
 /// field's text (a template's line and column) when it has one.
 pub(super) type Report<'a> = &'a mut dyn FnMut(Field, CompileError, Option<(u64, u64)>);
-
-/// A field of a definition that an error can point at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Field {
-    Definition,
-    Parent,
-    Crd,
-    Decorate,
-    AllowedNamespaces,
-    ResyncSeconds,
-    Rollout,
-    ChildName(usize),
-    ChildTemplate(usize),
-    ChildUpdatePolicy(usize),
-    ChildReadyWhen(usize),
-    ChildDependsOn(usize),
-    LookupName(usize),
-    LookupNameTemplate(usize),
-    LookupNamespaceTemplate(usize),
-    LookupSelector(usize),
-    StatusValue(String),
-    Condition(usize),
-    StatusTemplate,
-    FinalizeUntil,
-    /// A CRD version's conversion template: the version's index, and `toStorage` (true)
-    /// or `fromStorage`.
-    Conversion(usize, bool),
-}
-
-impl Field {
-    /// The field's path as shown in errors, with children and lookups named.
-    pub(crate) fn path(&self, spec: &OperatorDefinitionSpec) -> Option<String> {
-        // Children are numbered `children` first, then `finalize.children`.
-        let n = spec.children.len();
-        let child = |i: &usize| match spec.children.get(*i) {
-            Some(c) => format!("children[{}]", c.name),
-            None => spec.finalize.children.get(*i - n).map_or_else(
-                || format!("children[{i}]"),
-                |c| format!("finalize.children[{}]", c.name),
-            ),
-        };
-        let lookup = |i: &usize| spec.lookups.get(*i).map_or_else(|| i.to_string(), |l| l.name.clone());
-        let condition = |i: &usize| {
-            spec.status
-                .conditions
-                .get(*i)
-                .map_or_else(|| i.to_string(), |c| c.type_.clone())
-        };
-        Some(match self {
-            Field::Definition => return None,
-            Field::Parent => "spec.parent".into(),
-            Field::Crd => "spec.crd".into(),
-            Field::Decorate => "spec.decorate".into(),
-            Field::AllowedNamespaces => "spec.allowedNamespaces".into(),
-            Field::ResyncSeconds => "spec.resyncSeconds".into(),
-            Field::Rollout => "spec.rollout".into(),
-            Field::ChildName(i) => format!("{}.name", child(i)),
-            Field::ChildTemplate(i) => format!("{}.template", child(i)),
-            Field::ChildUpdatePolicy(i) => format!("{}.updatePolicy", child(i)),
-            Field::ChildReadyWhen(i) => format!("{}.readyWhen", child(i)),
-            Field::ChildDependsOn(i) => format!("{}.dependsOn", child(i)),
-            Field::LookupName(i) => format!("lookups[{}].name", lookup(i)),
-            Field::LookupNameTemplate(i) => format!("lookups[{}].nameTemplate", lookup(i)),
-            Field::LookupNamespaceTemplate(i) => format!("lookups[{}].namespaceTemplate", lookup(i)),
-            Field::LookupSelector(i) => format!("lookups[{}].selector", lookup(i)),
-            Field::StatusValue(k) => format!("status.fields.{k}"),
-            Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
-            Field::StatusTemplate => "status.template".into(),
-            Field::FinalizeUntil => "finalize.until".into(),
-            Field::Conversion(i, to) => {
-                let version = spec
-                    .crd
-                    .as_ref()
-                    .and_then(|c| c.versions.get(*i))
-                    .map_or_else(|| i.to_string(), |v| v.name.clone());
-                if *to {
-                    format!("spec.{}", super::names::to_storage(&version))
-                } else {
-                    format!("spec.{}", super::names::from_storage(&version))
-                }
-            }
-        })
-    }
-}
 
 /// Where each field of one definition sits in its file.
 #[derive(Debug, Clone)]
@@ -133,6 +50,16 @@ impl Locator {
         };
         let lookup = |i: &usize| s.lookups.get(*i);
         let version = |i: &usize| s.crd.as_ref().and_then(|c| c.value.versions.get(*i));
+        if let Field::Version(i) | Field::Schema(i, _) = field
+            && let Some(v) = version(i)
+            && !self.text.is_empty()
+        {
+            let (line, column) = match (field, &v.value.schema) {
+                (Field::Schema(_, path), Some(schema)) => key_under(&self.text, schema.referenced.line(), path),
+                _ => (v.referenced.line(), v.referenced.column()),
+            };
+            return FieldPosition::of_scalar(&self.file, &self.text, line, column);
+        }
         let at: Option<&Spanned<Value>> = match field {
             Field::Definition => self.spans.metadata.as_ref(),
             Field::Parent => s.parent.as_ref(),
@@ -164,8 +91,9 @@ impl Locator {
             Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
             Field::StatusTemplate => s.status.template.as_ref(),
             Field::FinalizeUntil => s.finalize.until.as_ref(),
-            Field::Conversion(i, true) => version(i).and_then(|v| v.conversion.to_storage.as_ref()),
-            Field::Conversion(i, false) => version(i).and_then(|v| v.conversion.from_storage.as_ref()),
+            Field::Conversion(i, true) => version(i).and_then(|v| v.value.conversion.to_storage.as_ref()),
+            Field::Conversion(i, false) => version(i).and_then(|v| v.value.conversion.from_storage.as_ref()),
+            Field::Version(_) | Field::Schema(..) => None,
         };
         match at.or(self.spans.metadata.as_ref()) {
             Some(span) if !self.text.is_empty() => {
@@ -174,6 +102,33 @@ impl Locator {
             _ => FieldPosition::detached(&self.file),
         }
     }
+}
+
+/// Where the key of the dotted `path` sits (line, column), searching down from `line`
+/// one segment after the other; the last segment found, or `line` itself, when the
+/// text does not say (a flow mapping on one line finds its line all the same).
+fn key_under(text: &str, line: u64, path: &str) -> (u64, u64) {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut at = (line, 1);
+    let mut next = line.saturating_sub(1) as usize;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let keys = [
+            format!("{segment}:"),
+            format!("\"{segment}\":"),
+            format!("'{segment}':"),
+        ];
+        let found = lines.iter().enumerate().skip(next).find_map(|(n, l)| {
+            keys.iter().find_map(|k| {
+                l.match_indices(k.as_str())
+                    .find(|(i, _)| l[..*i].trim_end().is_empty() || l[..*i].ends_with(['{', ' ', '-', ',']))
+                    .map(|(i, _)| (n, i))
+            })
+        });
+        let Some((n, column)) = found else { break };
+        at = (n as u64 + 1, column as u64 + 1);
+        next = n;
+    }
+    at
 }
 
 /// The top level of a definition file's document; unknown fields are errors.
@@ -215,13 +170,14 @@ struct SpanSpec {
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default)]
 struct SpanCrd {
-    versions: Vec<SpanVersion>,
+    versions: Vec<Spanned<SpanVersion>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]
 #[serde(rename_all = "camelCase", default)]
 struct SpanVersion {
     conversion: SpanConversion,
+    schema: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

@@ -5,6 +5,8 @@
 mod compiled;
 mod diagnostic;
 mod document;
+mod expand;
+mod field;
 pub mod functions;
 mod kinds;
 pub(crate) mod names;
@@ -28,7 +30,8 @@ pub use validate::{is_dns_label, is_kind};
 
 use crate::definition::OperatorDefinition;
 use crate::gvk::Gvk;
-use document::{Field, Locator};
+use document::Locator;
+use field::Field;
 use stages::{Compilation, decorate_matchers, sibling_reads};
 
 /// Why a definition does not compile.
@@ -70,6 +73,9 @@ pub enum CompileError {
     /// A rule does not parse.
     #[error(transparent)]
     Rule(#[from] rules::RuleError),
+    /// A line of a compact schema is wrong; the diagnostic's field says which.
+    #[error("{}", .0.message)]
+    Schema(#[source] crate::compact_schema::CompactError),
 }
 
 /// Compiles every definition in a file. Returns the definitions that compiled and the
@@ -102,8 +108,12 @@ pub fn compile_resource(resource: &OperatorDefinition) -> Result<CompiledDefinit
 /// Compiles one definition in stages (checks, templates, rules, the rest), gathering
 /// every problem before it answers.
 fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<CompiledDefinition, Diagnostics> {
-    let mut c = Compilation::new(resource, locator);
-    let spec = &resource.spec;
+    let (spec, expansion_problems) = expand::expand_schemas(&resource.spec);
+    let spec = spec.as_ref();
+    let mut c = Compilation::new(resource, spec, locator);
+    for (field, error) in expansion_problems {
+        c.report(field, error, None);
+    }
     if c.name.is_empty() {
         c.report(
             Field::Definition,

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::CompileError;
-use super::document::Field;
 use super::document::Report;
+use super::field::Field;
 use crate::definition::Child;
 
 /// Orders one list of children (`children`, or `finalize.children` numbered from

@@ -6,7 +6,8 @@
 use std::collections::BTreeMap;
 
 use super::compiled::CRD_ORIGIN;
-use super::document::{Field, Locator};
+use super::document::Locator;
+use super::field::Field;
 use super::rules::Rule;
 use super::{
     CompileError, Diagnostic, FieldPosition, kinds, names, reads, template_message, template_position, templates,
@@ -35,11 +36,12 @@ pub(super) struct Rules {
 }
 
 impl<'a> Compilation<'a> {
-    pub(super) fn new(resource: &'a OperatorDefinition, locator: &'a Locator) -> Self {
+    /// Compiles `spec` (the definition `resource`'s, its schemas expanded).
+    pub(super) fn new(resource: &OperatorDefinition, spec: &'a OperatorDefinitionSpec, locator: &'a Locator) -> Self {
         let mut origins = BTreeMap::new();
         origins.insert(CRD_ORIGIN.to_string(), locator.origin(&Field::Crd));
         Compilation {
-            spec: &resource.spec,
+            spec,
             locator,
             name: resource.metadata.name.clone().unwrap_or_default(),
             errors: Vec::new(),

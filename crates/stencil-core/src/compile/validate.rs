@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::document::{Field, Report};
+use super::document::Report;
+use super::field::Field;
 use super::order::dependency_order;
 use super::selectors::{decorator_problems, lookup_problems};
 use super::{CompileError, schema};
@@ -42,6 +43,9 @@ pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report:
     if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
         for problem in crd_problems(crd, parent) {
             report(Field::Crd, CompileError::Crd(problem), None);
+        }
+        for (i, problem) in version_problems(crd) {
+            report(Field::Version(i), CompileError::Crd(problem), None);
         }
     }
     let n = spec.children.len();
@@ -216,35 +220,9 @@ fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
     {
         problems.push(format!("names.singular `{singular}` must be a lower-case DNS label"));
     }
-    let mut names = BTreeSet::new();
-    for v in &crd.versions {
-        if !names.insert(v.name.as_str()) {
-            problems.push(format!("version {} is listed twice", v.name));
-        }
-        if v.storage && !v.served {
-            problems.push(format!("version {} stores objects but is not served", v.name));
-        }
-        for issue in schema::structural_problems(&v.schema.open_api_v3_schema) {
-            problems.push(format!("versions[{}].schema.openAPIV3Schema{issue}", v.name));
-        }
-        if let Some(scale) = &v.scale {
-            problems.extend(scale_problems(&v.name, scale));
-        }
-    }
-    let storage: Vec<&str> = crd
-        .versions
-        .iter()
-        .filter(|v| v.storage)
-        .map(|v| v.name.as_str())
-        .collect();
-    if storage.len() != 1 {
-        problems.push(format!(
-            "exactly one version must have storage: true, found {}",
-            storage.len()
-        ));
-    }
-    if let [hub] = storage.as_slice() {
-        problems.extend(conversion_problems(crd, hub));
+    let storage = crd.versions.iter().filter(|v| v.storage).count();
+    if storage != 1 {
+        problems.push(format!("exactly one version must have storage: true, found {storage}"));
     }
     match crd.versions.iter().find(|v| v.name == parent.version) {
         None => problems.push(format!(
@@ -260,26 +238,44 @@ fn crd_problems(crd: &crate::definition::CrdSpec, parent: &Gvk) -> Vec<String> {
     problems
 }
 
-/// Which versions need conversion templates and which may not have them: the storage
-/// version is the hub, and any other version whose schema differs from it converts.
-fn conversion_problems(crd: &crate::definition::CrdSpec, hub: &str) -> Vec<String> {
-    let Some(hub_version) = crd.versions.iter().find(|v| v.name == hub) else {
-        return Vec::new();
+/// What is wrong with each version of `spec.crd`, by index: a name listed twice, storage
+/// without serving, a schema that is not structural, its scale subresource, and its
+/// conversion (the storage version is the hub, and any other version whose schema
+/// differs from it converts).
+fn version_problems(crd: &crate::definition::CrdSpec) -> Vec<(usize, String)> {
+    let hub = crd.versions.iter().filter(|v| v.storage).collect::<Vec<_>>();
+    let hub = match hub.as_slice() {
+        [hub] => Some(*hub),
+        _ => None,
     };
+    let mut names = BTreeSet::new();
     let mut problems = Vec::new();
-    for v in &crd.versions {
-        if v.name == hub {
-            if v.conversion.is_some() {
-                problems.push(format!(
-                    "versions[{}] is the storage version, which others convert to and from; it takes no conversion",
-                    v.name
-                ));
-            }
-        } else if v.conversion.is_none() && v.schema != hub_version.schema {
-            problems.push(format!(
-                "versions[{}].schema differs from the storage version {hub}'s; give it conversion.toStorage and conversion.fromStorage templates, or the same schema",
+    for (i, v) in crd.versions.iter().enumerate() {
+        let mut say = |problem: String| problems.push((i, problem));
+        if !names.insert(v.name.as_str()) {
+            say(format!("version {} is listed twice", v.name));
+        }
+        if v.storage && !v.served {
+            say(format!("version {} stores objects but is not served", v.name));
+        }
+        // A schema that is missing or did not expand is reported where it is written.
+        let schema = Some(&v.schema.open_api_v3_schema).filter(|s| !s.is_null());
+        for issue in schema.into_iter().flat_map(schema::structural_problems) {
+            say(format!("versions[{}].schema.openAPIV3Schema{issue}", v.name));
+        }
+        for problem in v.scale.iter().flat_map(|scale| scale_problems(&v.name, scale)) {
+            say(problem);
+        }
+        match hub {
+            Some(hub) if hub.name == v.name && v.conversion.is_some() => say(format!(
+                "versions[{}] is the storage version, which others convert to and from; it takes no conversion",
                 v.name
-            ));
+            )),
+            Some(hub) if hub.name != v.name && v.conversion.is_none() && v.schema != hub.schema => say(format!(
+                "versions[{}].schema differs from the storage version {}'s; give it conversion.toStorage and conversion.fromStorage templates, or the same schema",
+                v.name, hub.name
+            )),
+            _ => {}
         }
     }
     problems

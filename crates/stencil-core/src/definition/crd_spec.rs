@@ -100,12 +100,34 @@ pub struct VersionConversion {
     pub from_storage: String,
 }
 
-/// A CRD version's schema.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// A CRD version's schema: the OpenAPI v3 schema as the API server takes it, or the
+/// compact form (`spec`, `status`, `types`; see [`crate::compact_schema`]), which compiles
+/// to it. One of the two, not both.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CrdSchema {
     /// A structural OpenAPI v3 schema; `x-kubernetes-validations` (CEL) are allowed.
-    #[serde(rename = "openAPIV3Schema")]
+    #[serde(rename = "openAPIV3Schema", default, skip_serializing_if = "Value::is_null")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub open_api_v3_schema: Value,
+    /// The compact form's spec: one `name: type | markers` line per field, a mapping for
+    /// an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub spec: Option<Value>,
+    /// The compact form's status fields; without them any status is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub status: Option<Value>,
+    /// The compact form's named types, as kro's `types`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub types: Option<Value>,
+}
+
+impl CrdSchema {
+    /// Whether the schema is written in the compact form.
+    pub fn is_compact(&self) -> bool {
+        self.spec.is_some() || self.status.is_some() || self.types.is_some()
+    }
 }
