@@ -16,7 +16,12 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The README's compact example, served in `group`, with one ConfigMap child.
 fn databases(group: &str) -> OperatorDefinition {
-    let text = format!(
+    stencil::yaml::document(&databases_text(group)).unwrap()
+}
+
+/// [`databases`] as text.
+fn databases_text(group: &str) -> String {
+    format!(
         r#"apiVersion: stencil.dev/v1alpha1
 kind: OperatorDefinition
 metadata:
@@ -61,14 +66,63 @@ spec:
         data:
           engine: {{{{ parent.spec.engine }}}}
 "#
-    );
-    stencil::yaml::document(&text).unwrap()
+    )
 }
 
 fn database(group: &str, name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({"apiVersion": format!("{group}/v1"), "kind": "Database",
         "metadata": {"name": name}, "spec": spec}))
     .unwrap()
+}
+
+/// `stencil validate` names a bad line of a compact schema at its file, line and column,
+/// and exits 1, for each kind of mistake.
+#[test]
+fn validate_reports_each_bad_line_where_it_is() {
+    let bad = [
+        (
+            "            replicas: integer | default=1 minimum=1 maximum=10",
+            "            replicas: integer | minimum=one",
+            "`one` is not a number",
+        ),
+        (
+            "            labels: map[string]string",
+            "            labels: map[string]strng",
+            "unknown type `strng`",
+        ),
+        (
+            "            resources: object",
+            "            resources: string | maxItems=3",
+            "maxItems applies to lists",
+        ),
+        (
+            "            storage: quantity | default=1Gi monotonic=true",
+            "            storage: integer | default=1Gi",
+            "`1Gi` is not an integer",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.yaml");
+    for (good, wrong, expect) in bad {
+        let text = databases_text("validate.stencil.dev");
+        assert!(text.contains(good), "{good}");
+        let text = text.replace(good, wrong);
+        std::fs::write(&file, &text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_stencil"))
+            .arg("validate")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "validate fails on {wrong}");
+        let report = String::from_utf8_lossy(&out.stdout);
+        let line = text.lines().position(|l| l == wrong).unwrap() + 1;
+        let column = wrong.find(|c: char| c != ' ').unwrap() + 1;
+        let at = format!("{}:{line}:{column}:", file.display());
+        assert!(
+            report.lines().any(|l| l.starts_with(&at) && l.contains(expect)),
+            "{at} {expect}:\n{report}"
+        );
+    }
 }
 
 /// The API server's refusal of `result`, or a panic naming `what` if it was accepted.

@@ -7,28 +7,25 @@ use serde_json::{Value, json};
 use super::*;
 use crate::structural::{apply_defaults, violations};
 
-/// The schema `spec` (YAML) expands to, with `types` (YAML) if given.
-fn spec_schema(spec: &str, types: Option<&str>) -> Value {
+/// What `spec` (YAML) expands to, with `types` (YAML) if given.
+fn expanded(spec: &str, types: Option<&str>) -> Result<Value, CompactError> {
     let spec: Value = crate::yaml::document(spec).unwrap();
     let types: Option<Value> = types.map(|t| crate::yaml::document(t).unwrap());
-    let compact = Compact {
+    expand(Compact {
         spec: Some(&spec),
         status: None,
         types: types.as_ref(),
-    };
-    expand(compact).unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// The schema `spec` (YAML) expands to.
+fn spec_schema(spec: &str, types: Option<&str>) -> Value {
+    expanded(spec, types).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The error `spec` (YAML) gives.
 fn spec_error(spec: &str, types: Option<&str>) -> CompactError {
-    let spec: Value = crate::yaml::document(spec).unwrap();
-    let types: Option<Value> = types.map(|t| crate::yaml::document(t).unwrap());
-    let compact = Compact {
-        spec: Some(&spec),
-        status: None,
-        types: types.as_ref(),
-    };
-    expand(compact).expect_err("the schema is refused")
+    expanded(spec, types).expect_err("the schema is refused")
 }
 
 /// A parent's spec as the API server would store it under `root`: defaulted, then
