@@ -166,12 +166,15 @@ async fn the_database_crd_forbids_a_version_downgrade_and_an_engine_change() {
     };
     let created = apply(&api, &db("postgresql", "16.4")).await.unwrap();
     assert_eq!(created.data["spec"]["replicas"], 1, "the schema default applies");
-    apply(&api, &db("postgresql", "17.0"))
-        .await
-        .expect("an upgrade is allowed");
+    for version in ["17.0", "17.10"] {
+        apply(&api, &db("postgresql", version))
+            .await
+            .expect("an upgrade is allowed, compared as a version and not as text");
+    }
     for (engine, version, expect) in [
         ("postgresql", "16.9", "version cannot be downgraded"),
-        ("mysql", "17.0", "engine is immutable"),
+        ("postgresql", "17.9", "version cannot be downgraded"),
+        ("mysql", "17.10", "engine is immutable"),
         ("postgresql", "seventeen", "spec.version"),
     ] {
         let err = apply(&api, &db(engine, version)).await.expect_err(expect);

@@ -71,7 +71,7 @@ fn rewrite_version(schema: &mut CrdSchema, way: Rewrite) -> Result<(), String> {
                 status: schema.status.as_ref(),
                 types: schema.types.as_ref(),
             };
-            let expanded = compact_schema::expand(compact).map_err(|e| e.to_string())?;
+            let expanded = compact_schema::expand(compact).map_err(|e| compact_schema::describe(&e))?;
             *schema = CrdSchema {
                 open_api_v3_schema: expanded,
                 ..CrdSchema::default()
@@ -95,11 +95,13 @@ fn rewrite_version(schema: &mut CrdSchema, way: Rewrite) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// The bundled Database definition's CRD schema.
+    /// The bundled Database definition's CRD schema, expanded to OpenAPI.
     fn database_schema() -> CrdSchema {
         let text = include_str!("../../operators/database.yaml");
         let def: OperatorDefinition = yaml::document(text).unwrap();
-        def.spec.crd.unwrap().versions.remove(0).schema
+        let mut schema = def.spec.crd.unwrap().versions.remove(0).schema;
+        rewrite_version(&mut schema, Rewrite::Expand).unwrap();
+        schema
     }
 
     #[test]
@@ -110,7 +112,7 @@ mod tests {
         assert!(schema.is_compact(), "the Database's schema has a compact form");
         assert_eq!(
             schema.spec.as_ref().unwrap()["replicas"],
-            "integer | minimum=1 maximum=10 default=1"
+            "integer | default=1 minimum=1 maximum=10"
         );
         rewrite_version(&mut schema, Rewrite::Expand).unwrap();
         assert_eq!(schema, original);

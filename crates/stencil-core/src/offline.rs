@@ -63,8 +63,9 @@ pub enum Admission {
 ///
 /// # Errors
 ///
-/// The parent violates its schema (with [`Admission::Admit`]), or a template, rule or
-/// lookup fails: the failure lists every error with its place.
+/// The parent violates its schema (with [`Admission::Admit`]), a template, rule or
+/// lookup fails, or the status computed does not fit the status the schema declares:
+/// the failure lists every error with its place.
 pub fn render_offline(
     def: &CompiledDefinition,
     scopes: &Scopes,
@@ -95,6 +96,13 @@ pub fn render_offline(
         served: &[],
     };
     let mut out = render::render(def, input)?;
+    if let Some((version, schema)) = crate::structural::schema_of(def, parent) {
+        let problems = crate::structural::status_violations(schema, &out.status);
+        if !problems.is_empty() {
+            let version = version.to_string();
+            return Err(RenderFailure(vec![render::RenderError::Status { version, problems }]));
+        }
+    }
     if def.spec.finalize.has_step() && parent.pointer("/metadata/deletionTimestamp").is_some() {
         out.finalize = Some(render::render_finalize(def, input)?);
     }
@@ -122,6 +130,64 @@ mod tests {
         let observed = split_observed(vec![child, theirs, hand_made], &parent);
         assert_eq!(observed.children["credentials"].len(), 1);
         assert_eq!(observed.existing.len(), 2);
+    }
+
+    /// A Gadget definition with a compact status (`size: integer`), whose rule writes
+    /// `size` from `source` and whose status template writes `extra`.
+    fn gadget(source: &str, extra: &str) -> CompiledDefinition {
+        let text = format!(
+            r#"apiVersion: stencil.dev/v1alpha1
+kind: OperatorDefinition
+metadata: {{name: gadgets.example.com}}
+spec:
+  parent: {{apiVersion: example.com/v1, kind: Gadget}}
+  crd:
+    names: {{plural: gadgets}}
+    versions:
+      - name: v1
+        schema:
+          spec: {{size: string, count: integer}}
+          status: {{size: integer}}
+  status:
+    fields:
+      size: $.parent.spec.{source}
+    template: |
+      {extra}
+  children:
+    - name: cm
+      template: |
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{name: x}}
+"#
+        );
+        let (mut defs, diags) = crate::compile::compile_file("g.yaml", &text);
+        assert!(diags.0.is_empty(), "{diags}");
+        defs.remove(0)
+    }
+
+    #[test]
+    fn a_status_that_does_not_fit_its_declared_type_fails_the_offline_render() {
+        let parent = json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": "g", "namespace": "ns", "uid": "u"}, "spec": {"size": "big", "count": 2}});
+        let run = |def: &CompiledDefinition| {
+            render_offline(
+                def,
+                &Scopes::default(),
+                &parent,
+                &Observed::default(),
+                &[],
+                Admission::Admit,
+            )
+        };
+        assert!(run(&gadget("count", "{}")).is_ok());
+        let wrong_type = run(&gadget("size", "{}")).unwrap_err().to_string();
+        assert!(
+            wrong_type.contains(".status.size: must be integer, got string"),
+            "{wrong_type}"
+        );
+        let undeclared = run(&gadget("count", "phase: Ready")).unwrap_err().to_string();
+        assert!(undeclared.contains(".status.phase: not declared"), "{undeclared}");
     }
 
     fn website() -> CompiledDefinition {

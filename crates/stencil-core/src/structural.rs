@@ -67,6 +67,28 @@ pub fn violations(schema: &Value, value: &Value) -> Vec<String> {
     out
 }
 
+/// Everything in a status that `schema` (the CRD version's root) refuses or would drop:
+/// a field of the wrong type or out of bounds, or a field a declared status does not
+/// name (the API server prunes it). A status that keeps unknown fields drops none.
+pub fn status_violations(schema: &Value, status: &Value) -> Vec<String> {
+    let Some(declared) = schema.pointer("/properties/status") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    check(declared, status, ".status", &mut out);
+    let keeps_any = declared.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if let (Some(fields), Some(Value::Object(named)), false) =
+        (status.as_object(), declared.get("properties"), keeps_any)
+    {
+        for key in fields.keys().filter(|k| !named.contains_key(*k)) {
+            out.push(format!(
+                ".status.{key}: not declared in the schema's status, so the API server would drop it"
+            ));
+        }
+    }
+    out
+}
+
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -29,10 +29,12 @@ const MAX_NESTING: usize = 16;
 /// Reads a field line into its type (absent when the line holds markers only, as a
 /// `$self` line may) and markers.
 pub fn parse(line: &str) -> Result<(Option<TypeExpr>, Vec<Marker>), String> {
+    // A `|` inside a marker's value (`validation="a || b"`) is not the separator, and a
+    // line whose first marker comes before any `|` has no type.
     let (ty, markers) = match line.split_once('|') {
-        Some((ty, markers)) => (ty.trim(), parse_markers(markers)?),
-        None if line.contains('=') => ("", parse_markers(line)?),
-        None => (line.trim(), Vec::new()),
+        Some((ty, markers)) if !ty.contains('=') => (ty.trim(), parse_markers(markers)?),
+        _ if line.contains('=') => ("", parse_markers(line)?),
+        _ => (line.trim(), Vec::new()),
     };
     let ty = if ty.is_empty() { None } else { Some(parse_type(ty, 0)?) };
     Ok((ty, markers))
@@ -205,6 +207,11 @@ mod tests {
 
     #[test]
     fn bracketed_values_may_hold_spaces() {
+        let (ty, markers) = parse(r#"validation="a || b" message="c""#).unwrap();
+        assert_eq!(
+            (ty, markers),
+            (None, vec![marker("validation", "a || b"), marker("message", "c")])
+        );
         let (_, markers) = parse(r#"[]string | default=["a", "b"] maxItems=3"#).unwrap();
         assert_eq!(markers, [marker("default", r#"["a", "b"]"#), marker("maxItems", "3")]);
     }

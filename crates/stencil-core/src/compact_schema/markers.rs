@@ -9,7 +9,7 @@ use super::types::Kind;
 
 /// The markers a line may carry, for error messages.
 const KNOWN: &str = "required, default, description, enum, minimum, maximum, pattern, minLength, maxLength, \
-     minItems, maxItems, uniqueItems, listType, listMapKey, immutable, validation, transition, monotonic, message";
+     minItems, maxItems, uniqueItems, listType, listMapKey, minProperties, maxProperties, immutable, validation, transition, monotonic, message";
 
 /// Applies `markers` to `schema`, a field of `kind`; returns whether the field is
 /// required in its object.
@@ -33,6 +33,12 @@ pub fn apply(schema: &mut Map<String, Value>, kind: Kind, markers: &[Marker]) ->
             "minLength" | "maxLength" | "pattern" => string_rule(schema, kind, key, value).map_err(fail)?,
             "minItems" | "maxItems" | "uniqueItems" | "listType" | "listMapKey" => {
                 list_rule(schema, kind, key, value).map_err(fail)?
+            }
+            "minProperties" | "maxProperties" => {
+                if kind != Kind::Object {
+                    return Err(fail(format!("{key} applies to objects and maps")));
+                }
+                schema.insert(key.clone(), integer(value).map_err(fail)?.into());
             }
             "immutable" | "validation" | "transition" | "monotonic" | "message" => {
                 cel_rule(schema, kind, key, value).map_err(fail)?

@@ -11,7 +11,8 @@
 //!   keyed by `type`);
 //! - kro's markers, with kro's meaning: `required default description enum minimum
 //!   maximum pattern minLength maxLength minItems maxItems uniqueItems listType listMapKey
-//!   immutable validation`; and Stencil's `transition="CEL with oldSelf"`, `monotonic=true`
+//!   immutable validation`; and Stencil's `minProperties maxProperties` (objects and maps),
+//!   `transition="CEL with oldSelf"`, `monotonic=true`
 //!   (the value may grow or stay, never shrink: numbers, quantities, version strings) and
 //!   `message="..."` (the message of the rule marker before it);
 //! - an object's own markers go on its `$self` line (`$self: required=true
@@ -61,32 +62,53 @@ pub struct Compact<'a> {
     pub types: Option<&'a Value>,
 }
 
-/// The `openAPIV3Schema` that `compact` expands to.
-pub fn expand(compact: Compact<'_>) -> Result<Value, CompactError> {
+/// `errors` in one line, each at its path.
+pub fn describe(errors: &[CompactError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
+/// The `openAPIV3Schema` that `compact` expands to, or every bad field of it (at least
+/// one), in the order they are met.
+pub fn expand(compact: Compact<'_>) -> Result<Value, Vec<CompactError>> {
     let empty = Map::new();
     let types = match compact.types {
         None => &empty,
         Some(Value::Object(types)) => types,
-        Some(_) => return Err(error("types", "`types` is a mapping of names to types")),
+        Some(_) => return Err(vec![error("types", "`types` is a mapping of names to types")]),
     };
     let mut expander = Expander {
         types,
         resolved: HashMap::new(),
         resolving: Vec::new(),
+        errors: Vec::new(),
     };
     let mut root = json!({"type": "object", "properties": {}});
     if let Some(spec) = compact.spec {
-        let spec = expander.root(spec, "spec")?;
-        if spec.required {
-            root["required"] = json!(["spec"]);
+        match expander.root(spec, "spec") {
+            Ok(spec) => {
+                if spec.required {
+                    root["required"] = json!(["spec"]);
+                }
+                root["properties"]["spec"] = spec.schema;
+            }
+            Err(e) => expander.report(e),
         }
-        root["properties"]["spec"] = spec.schema;
     }
-    root["properties"]["status"] = match compact.status {
-        Some(status) => with_stencils_status(expander.root(status, "status")?.schema),
+    root["properties"]["status"] = match compact.status.map(|s| expander.root(s, "status")) {
+        Some(status) => match status.and_then(|s| with_stencils_status(s.schema)) {
+            Ok(status) => status,
+            Err(e) => {
+                expander.report(e);
+                Value::Null
+            }
+        },
         None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
     };
-    Ok(root)
+    if expander.errors.is_empty() {
+        Ok(root)
+    } else {
+        Err(expander.errors)
+    }
 }
 
 /// A field's schema, what the markers may do to it, and whether its object requires it.
@@ -102,9 +124,18 @@ struct Expander<'a> {
     resolved: HashMap<String, Field>,
     /// The named types being expanded, outermost first.
     resolving: Vec<String>,
+    /// The bad fields met so far; an object goes on past a bad field to find the others.
+    errors: Vec<CompactError>,
 }
 
 impl Expander<'_> {
+    /// Records a bad field once (a named type used twice fails twice alike).
+    fn report(&mut self, error: CompactError) {
+        if !self.errors.contains(&error) {
+            self.errors.push(error);
+        }
+    }
+
     /// `spec` or `status`: a mapping of fields; it is required when its `$self` says so
     /// or a field of it is.
     fn root(&mut self, value: &Value, path: &str) -> Result<Field, CompactError> {
@@ -146,18 +177,26 @@ impl Expander<'_> {
         let mut properties = Map::new();
         let mut required = Vec::new();
         let mut own = None;
+        let mut failed = false;
         for (name, value) in fields {
             if name == "$self" {
                 own = Some(value);
                 continue;
             }
-            let field = self.field(value, &format!("{path}.{name}"))?;
-            if field.required {
-                required.push(Value::from(name.as_str()));
+            match self.field(value, &format!("{path}.{name}")) {
+                Ok(field) => {
+                    if field.required {
+                        required.push(Value::from(name.as_str()));
+                    }
+                    properties.insert(name.clone(), field.schema);
+                }
+                Err(e) => {
+                    self.report(e);
+                    failed = true;
+                }
             }
-            properties.insert(name.clone(), field.schema);
         }
-        if properties.is_empty() {
+        if properties.is_empty() && !failed {
             return Err(error(
                 path,
                 "an object with no fields keeps none; write `object` to take any fields",
@@ -283,16 +322,28 @@ fn unknown_type(name: &str, types: &Map<String, Value>) -> String {
 }
 
 /// A status object with the fields Stencil writes on every parent, where the author did
-/// not declare them.
-fn with_stencils_status(mut status: Value) -> Value {
+/// not declare them; declared, they must hold what Stencil writes.
+fn with_stencils_status(mut status: Value) -> Result<Value, CompactError> {
     let properties = status["properties"]
         .as_object_mut()
         .expect("a status object has properties");
-    properties.entry("conditions").or_insert_with(types::conditions);
-    properties
+    let conditions = properties.entry("conditions").or_insert_with(types::conditions);
+    if *conditions != types::conditions() {
+        return Err(error(
+            "status.conditions",
+            "Stencil writes the standard Condition list here: write `conditions: conditions`, or leave it out",
+        ));
+    }
+    let generation = properties
         .entry("observedGeneration")
         .or_insert_with(|| json!({"type": "integer", "format": "int64"}));
-    status
+    if generation.get("type") != Some(&json!("integer")) {
+        return Err(error(
+            "status.observedGeneration",
+            "Stencil writes the parent's generation here: write `observedGeneration: integer`, or leave it out",
+        ));
+    }
+    Ok(status)
 }
 
 fn into_map(value: Value) -> Map<String, Value> {

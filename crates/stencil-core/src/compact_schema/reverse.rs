@@ -56,7 +56,7 @@ pub fn compact(schema: &Value) -> Result<Written, String> {
         status: written.status.as_ref(),
         types: written.types.as_ref(),
     })
-    .map_err(|e| format!("the compact form does not expand: {e}"))?;
+    .map_err(|e| format!("the compact form does not expand: {}", super::describe(&e)))?;
     match first_difference(schema, &again, "") {
         None => Ok(written),
         Some(at) => Err(format!("the compact form would change `{at}`")),
@@ -176,9 +176,8 @@ impl Writer {
         for (key, value) in node.iter().filter(|(k, _)| !skip.contains(&k.as_str())) {
             match key.as_str() {
                 "description" | "pattern" => out.push(format!("{key}={}", quote(value.as_str().unwrap_or_default()))),
-                "minimum" | "maximum" | "minLength" | "maxLength" | "minItems" | "maxItems" => {
-                    out.push(format!("{key}={value}"))
-                }
+                "minimum" | "maximum" | "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
+                | "maxProperties" => out.push(format!("{key}={value}")),
                 "default"
                     if skip.contains(&"properties")
                         && node

@@ -8,7 +8,7 @@ use super::*;
 use crate::structural::{apply_defaults, violations};
 
 /// What `spec` (YAML) expands to, with `types` (YAML) if given.
-fn expanded(spec: &str, types: Option<&str>) -> Result<Value, CompactError> {
+fn expanded(spec: &str, types: Option<&str>) -> Result<Value, Vec<CompactError>> {
     let spec: Value = crate::yaml::document(spec).unwrap();
     let types: Option<Value> = types.map(|t| crate::yaml::document(t).unwrap());
     expand(Compact {
@@ -20,12 +20,12 @@ fn expanded(spec: &str, types: Option<&str>) -> Result<Value, CompactError> {
 
 /// The schema `spec` (YAML) expands to.
 fn spec_schema(spec: &str, types: Option<&str>) -> Value {
-    expanded(spec, types).unwrap_or_else(|e| panic!("{e}"))
+    expanded(spec, types).unwrap_or_else(|e| panic!("{}", describe(&e)))
 }
 
-/// The error `spec` (YAML) gives.
+/// The error `spec` (YAML) gives, the first when there are several.
 fn spec_error(spec: &str, types: Option<&str>) -> CompactError {
-    expanded(spec, types).expect_err("the schema is refused")
+    expanded(spec, types).expect_err("the schema is refused").remove(0)
 }
 
 /// A parent's spec as the API server would store it under `root`: defaulted, then
@@ -55,6 +55,38 @@ myType:
   value1: string | required=true
   value2: integer | default=42
 "#;
+
+/// Expands the golden `compact` schema (YAML with `spec`, `status`, `types`) and checks it
+/// against the hand-checked `openapi`.
+fn assert_golden(name: &str, compact: &str, openapi: &str) {
+    let compact: Value = crate::yaml::document(compact).unwrap();
+    let expected: Value = crate::yaml::document(openapi).unwrap();
+    let got = expand(Compact {
+        spec: compact.get("spec"),
+        status: compact.get("status"),
+        types: compact.get("types"),
+    })
+    .unwrap_or_else(|e| panic!("{name}: {}", describe(&e)));
+    assert!(
+        got == expected,
+        "{name}.yaml no longer expands to {name}.openapi.yaml; it gives:\n{}",
+        crate::yaml::to_string(&got).unwrap()
+    );
+}
+
+#[test]
+fn every_type_and_marker_expands_to_its_golden_openapi() {
+    assert_golden(
+        "every-marker",
+        include_str!("golden/every-marker.yaml"),
+        include_str!("golden/every-marker.openapi.yaml"),
+    );
+    assert_golden(
+        "kro-web-application",
+        include_str!("golden/kro-web-application.yaml"),
+        include_str!("golden/kro-web-application.openapi.yaml"),
+    );
+}
 
 #[test]
 fn kros_example_expands_as_kro_expands_it() {
@@ -158,6 +190,27 @@ fn a_status_mapping_gets_the_fields_stencil_writes_and_no_status_takes_any() {
 }
 
 #[test]
+fn a_status_must_declare_stencils_own_fields_as_stencil_writes_them() {
+    for (line, expect) in [
+        ("conditions: string", "status.conditions"),
+        ("observedGeneration: string", "status.observedGeneration"),
+    ] {
+        let status: Value = crate::yaml::document(line).unwrap();
+        let compact = Compact {
+            status: Some(&status),
+            ..Compact::default()
+        };
+        assert_eq!(expand(compact).unwrap_err()[0].path, expect);
+    }
+    let status: Value = crate::yaml::document("conditions: conditions\nobservedGeneration: integer").unwrap();
+    let compact = Compact {
+        status: Some(&status),
+        ..Compact::default()
+    };
+    assert!(expand(compact).is_ok());
+}
+
+#[test]
 fn an_objects_self_line_carries_its_markers() {
     let root = spec_schema(
         r#"
@@ -222,6 +275,17 @@ Id: string | required=true pattern="^[a-z]+$"
 }
 
 #[test]
+fn a_map_or_object_may_bound_its_number_of_keys() {
+    let root = spec_schema("content: map[string]string | minProperties=1 maxProperties=64", None);
+    let content = &root["properties"]["spec"]["properties"]["content"];
+    assert_eq!(
+        (content["minProperties"].clone(), content["maxProperties"].clone()),
+        (json!(1), json!(64))
+    );
+    assert_eq!(content["additionalProperties"]["type"], "string");
+}
+
+#[test]
 fn a_cycle_among_types_is_refused_naming_it() {
     let types = "Person: {employer: Company}\nCompany: {staff: \"[]Person\"}";
     let e = spec_error("boss: Person", Some(types));
@@ -251,6 +315,7 @@ fn markers_that_do_not_fit_are_refused_at_their_field() {
         ("integer | minLength=1", "minLength applies to strings"),
         ("string | minimum=1", "minimum applies to integers and numbers"),
         ("string | maxItems=1", "maxItems applies to lists"),
+        ("string | maxProperties=1", "maxProperties applies to objects and maps"),
         ("string | colour=red", "unknown marker `colour`"),
         ("integer | default=many", "`many` is not an integer"),
         ("string | enum=\"a,b\" default=c", "not one of the enum"),
@@ -287,5 +352,19 @@ fn shapes_that_are_not_fields_are_refused() {
         ..Compact::default()
     })
     .unwrap_err();
-    assert_eq!(e.path, "spec");
+    assert_eq!(e[0].path, "spec");
+}
+
+#[test]
+fn every_bad_field_is_reported_and_a_bad_named_type_once() {
+    let errors = expanded(
+        "a: strng
+b: Person
+c: Person
+d: integer | minimum=x",
+        Some("Person: {age: integer | minLength=1}"),
+    )
+    .unwrap_err();
+    let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["spec.a", "types.Person.age", "spec.d"]);
 }

@@ -1,8 +1,9 @@
 //! The first compile stage: each CRD version's compact schema expanded into its OpenAPI
 //! v3 schema ([`crate::compact_schema`]), so every later stage, and everything that reads
 //! the compiled definition (the CRD, offline defaults, the breaking-change guard,
-//! conversion), sees one form; and a compact status checked against the status fields
-//! the definition writes, which the API server would otherwise drop without a word.
+//! conversion), sees one form; a lone version made the storage version; and a compact
+//! status checked against the status fields the definition writes, which the API server
+//! would otherwise drop without a word.
 
 use std::borrow::Cow;
 
@@ -28,11 +29,16 @@ pub(super) fn expand_schemas(
             problems.push((Field::Schema(i, String::new()), CompileError::Invalid(why.into())));
         }
     }
-    if !crd.versions.iter().any(|v| v.schema.is_compact()) {
+    let lone_unstored = matches!(crd.versions.as_slice(), [v] if !v.storage);
+    if !lone_unstored && !crd.versions.iter().any(|v| v.schema.is_compact()) {
         return (Cow::Borrowed(spec), problems);
     }
     let mut expanded = spec.clone();
     let versions = &mut expanded.crd.as_mut().expect("the spec has a crd").versions;
+    if let [lone] = versions.as_mut_slice() {
+        // One version is the storage version; saying so adds nothing.
+        lone.storage = true;
+    }
     for (i, v) in versions.iter_mut().enumerate() {
         if v.schema.is_compact() {
             problems.extend(expand_version(i, v));
@@ -42,11 +48,11 @@ pub(super) fn expand_schemas(
     (Cow::Owned(expanded), problems)
 }
 
-/// Expands version `i`'s compact schema in place.
-fn expand_version(i: usize, v: &mut CrdVersion) -> Option<(Field, CompileError)> {
+/// Expands version `i`'s compact schema in place; every bad field is a problem.
+fn expand_version(i: usize, v: &mut CrdVersion) -> Vec<(Field, CompileError)> {
     if !v.schema.open_api_v3_schema.is_null() {
         let why = "write the schema as `openAPIV3Schema` or in the compact form (`spec`, `status`, `types`), not both";
-        return Some((Field::Schema(i, String::new()), CompileError::Invalid(why.into())));
+        return vec![(Field::Schema(i, String::new()), CompileError::Invalid(why.into()))];
     }
     let compact = Compact {
         spec: v.schema.spec.as_ref(),
@@ -59,9 +65,12 @@ fn expand_version(i: usize, v: &mut CrdVersion) -> Option<(Field, CompileError)>
             v.schema.spec = None;
             v.schema.status = None;
             v.schema.types = None;
-            None
+            Vec::new()
         }
-        Err(e) => Some((Field::Schema(i, e.path.clone()), CompileError::Schema(e))),
+        Err(errors) => errors
+            .into_iter()
+            .map(|e| (Field::Schema(i, e.path.clone()), CompileError::Schema(e)))
+            .collect(),
     }
 }
 
@@ -181,6 +190,16 @@ status:
     }
 
     #[test]
+    fn every_bad_line_of_a_version_is_reported_at_its_line() {
+        let bad = COMPACT
+            .replace("string | required=true", "strng | required=true")
+            .replace("minimum=1", "minimum=one");
+        let (_, diags) = compile_file("d.yaml", &definition(&bad));
+        let lines: Vec<u64> = diags.0.iter().map(|d| d.line).collect();
+        assert_eq!(lines, [SCHEMA_LINE + 1, SCHEMA_LINE + 2], "{diags}");
+    }
+
+    #[test]
     fn a_status_field_the_schema_does_not_declare_is_refused() {
         let (_, diags) = compile_file(
             "d.yaml",
@@ -189,6 +208,21 @@ status:
         assert_eq!(diags.0.len(), 1, "{diags}");
         let message = diags.0[0].to_string();
         assert!(message.contains("declares no status field `phase`"), "{message}");
+    }
+
+    #[test]
+    fn a_lone_version_is_the_storage_version_without_saying_so() {
+        let lone = definition(COMPACT).replace("        storage: true\n", "");
+        let (defs, diags) = compile_file("d.yaml", &lone);
+        assert!(diags.0.is_empty(), "{diags}");
+        let crd = crate::crd::parent_crd(&defs[0], None).unwrap().expect("a CRD");
+        assert!(crd.spec.versions[0].storage);
+        let two = lone.replace(
+            "      - name: v1\n",
+            "      - name: v2\n        schema:\n          spec: {a: string}\n      - name: v1\n",
+        );
+        let (_, diags) = compile_file("d.yaml", &two);
+        assert!(diags.to_string().contains("storage"), "{diags}");
     }
 
     #[test]

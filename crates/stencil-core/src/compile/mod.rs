@@ -131,7 +131,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
     let order = validate::check(spec, parent.as_ref(), &mut |f, e, i| c.report(f, e, i));
     let child_kinds = c.children();
     c.lookups();
-    c.status_and_conversions();
+    c.shared_status_and_conversions();
     let rules = c.rules();
     let annotations = resource.metadata.annotations.as_ref();
     let Compilation {

@@ -30,3 +30,5 @@ pub fn from_storage(version: &str) -> String {
 }
 /// The status template.
 pub const STATUS: &str = "status.template";
+/// The definition's shared macros, imported by name.
+pub const HELPERS: &str = "helpers";

@@ -37,6 +37,17 @@ pub(crate) fn sibling_reads(template: &str, own: &str, entries: &[&str]) -> Vec<
     read
 }
 
+/// Whether `template` imports the definition's helpers (`{% import "helpers" ... %}` or
+/// `{% from "helpers" import ... %}`): its reads include the helpers' reads.
+pub(crate) fn imports_helpers(template: &str) -> bool {
+    ["\"helpers\"", "'helpers'"].iter().any(|quoted| {
+        template.match_indices(quoted).any(|(at, _)| {
+            let before = template[..at].trim_end();
+            before.ends_with("import") || before.ends_with("from")
+        })
+    })
+}
+
 impl super::CompiledDefinition {
     /// Whether the entry at `index` reads `name` as a collection of its own list, which it
     /// waits for as a whole.
@@ -82,6 +93,14 @@ impl super::CompiledDefinition {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_import_of_the_helpers_is_recognised() {
+        assert!(imports_helpers("{% import \"helpers\" as h %}"));
+        assert!(imports_helpers("{%- from 'helpers' import labels %}"));
+        assert!(!imports_helpers("name: helpers"));
+        assert!(!imports_helpers("value: \"helpers\""));
+    }
 
     #[test]
     fn attribute_and_index_reads_of_other_children_are_found() {

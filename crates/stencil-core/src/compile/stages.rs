@@ -66,6 +66,10 @@ impl<'a> Compilation<'a> {
 
     /// Compiles the template `source` of `field` under the name `name`.
     fn template(&mut self, name: String, source: &str, field: Field) {
+        if self.spec.helpers.is_none() && reads::imports_helpers(source) {
+            let message = "imports \"helpers\", but the definition has no `spec.helpers`".to_string();
+            self.report(field.clone(), CompileError::Invalid(message), None);
+        }
         let origin = self.locator.origin(&field);
         match self.env.add_template_owned(name.clone(), source.to_string()) {
             Ok(()) => {
@@ -185,9 +189,12 @@ impl<'a> Compilation<'a> {
         }
     }
 
-    /// Compiles the status template and each version's conversion templates.
-    pub(super) fn status_and_conversions(&mut self) {
+    /// Compiles the helpers, the status template and each version's conversion templates.
+    pub(super) fn shared_status_and_conversions(&mut self) {
         let spec = self.spec;
+        if let Some(helpers) = &spec.helpers {
+            self.template(names::HELPERS.to_string(), helpers, Field::Helpers);
+        }
         if let Some(status) = &spec.status.template {
             self.template(names::STATUS.to_string(), status, Field::StatusTemplate);
         }
@@ -248,8 +255,15 @@ impl<'a> Compilation<'a> {
 pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec) -> Vec<Vec<String>> {
     let all = || spec.children.iter().chain(&spec.finalize.children);
     let names: Vec<&str> = all().map(|c| c.name.as_str()).collect();
+    let helpers = spec.helpers.as_deref().unwrap_or_default();
     all()
-        .map(|c| reads::sibling_reads(&c.template, &c.name, &names))
+        .map(|c| {
+            if reads::imports_helpers(&c.template) {
+                reads::sibling_reads(&format!("{}\n{helpers}", c.template), &c.name, &names)
+            } else {
+                reads::sibling_reads(&c.template, &c.name, &names)
+            }
+        })
         .collect()
 }
 

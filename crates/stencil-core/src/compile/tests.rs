@@ -146,7 +146,8 @@ fn a_crd_that_disagrees_with_the_parent_is_rejected() {
 
 #[test]
 fn a_crd_needs_exactly_one_storage_version_and_a_structural_schema() {
-    let crd = "  crd:\n    names: {plural: widgets}\n    versions:\n      - name: v1\n        served: true\n        schema:\n          openAPIV3Schema: {type: object, properties: {spec: {description: untyped}}}\n  children:";
+    // Two versions, neither storing (a lone version stores without saying so).
+    let crd = "  crd:\n    names: {plural: widgets}\n    versions:\n      - name: v1\n        served: true\n        schema:\n          openAPIV3Schema: {type: object, properties: {spec: {description: untyped}}}\n      - name: v2\n        schema:\n          openAPIV3Schema: {type: object, properties: {spec: {description: untyped}}}\n  children:";
     let all = errors(&GOOD.replace("  children:", crd));
     let text: Vec<String> = all.iter().map(ToString::to_string).collect();
     assert!(

@@ -59,7 +59,8 @@ pub struct CrdVersion {
     /// Whether the API server serves this version.
     #[serde(default = "default_true")]
     pub served: bool,
-    /// Whether objects are stored in this version; exactly one version stores.
+    /// Whether objects are stored in this version; exactly one version stores (a lone
+    /// version does without saying so).
     #[serde(default)]
     pub storage: bool,
     /// Marks the version deprecated.

@@ -49,6 +49,11 @@ pub struct OperatorDefinitionSpec {
     /// Read-only objects the templates may read; a change to one re-renders its parents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lookups: Vec<Lookup>,
+    /// A minijinja template of macros and variables the other templates share, imported
+    /// by name: `{% import "helpers" as h %}` or `{% from "helpers" import labels %}`.
+    /// It sees the importing template's context (`parent`, `children`, `lookups`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helpers: Option<String>,
     /// The child resources, each produced by a minijinja template.
     pub children: Vec<Child>,
     /// JSONPath rules that write the parent's status.

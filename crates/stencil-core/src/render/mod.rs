@@ -178,6 +178,15 @@ pub enum RenderError {
         /// Each violation, by path.
         problems: Vec<String>,
     },
+    /// The status the rules and the status template compute does not satisfy the status
+    /// the CRD version declares (offline: the API server would refuse or drop it).
+    #[error("the status does not satisfy the schema of {version}: {}", problems.join("; "))]
+    Status {
+        /// The CRD version.
+        version: String,
+        /// Each violation, by path.
+        problems: Vec<String>,
+    },
     /// A template rendered more than [`MAX_TEMPLATE_OUTPUT`] bytes.
     #[error("{at}: rendered {size} bytes, more than the limit of {MAX_TEMPLATE_OUTPUT}")]
     TooLarge {
@@ -273,10 +282,17 @@ impl<'a> ParentInfo<'a> {
     }
 
     fn render_template(&self, template: &str, source: &str, ctx: &JinjaValue) -> Result<String, RenderError> {
-        let fail = |e: minijinja::Error| RenderError::Template {
-            at: self.place(template, template_position(&e, source)),
-            message: template_message(&e),
-            undefined: e.kind() == minijinja::ErrorKind::UndefinedError,
+        let fail = |e: minijinja::Error| {
+            // A failure inside an imported helper is placed in `spec.helpers`.
+            let (template, source) = match (e.name(), &self.def.spec.helpers) {
+                (Some(names::HELPERS), Some(helpers)) => (names::HELPERS, helpers.as_str()),
+                _ => (template, source),
+            };
+            RenderError::Template {
+                at: self.place(template, template_position(&e, source)),
+                message: template_message(&e),
+                undefined: e.kind() == minijinja::ErrorKind::UndefinedError,
+            }
         };
         let text = self.def.template(template).and_then(|t| t.render(ctx)).map_err(fail)?;
         if text.len() > MAX_TEMPLATE_OUTPUT {

@@ -15,6 +15,7 @@ pub(super) use crate::fixtures::{CONFIGMAP as CM, child};
 
 mod children;
 mod finalize;
+mod helpers;
 mod lookups;
 mod properties;
 mod readiness;
