@@ -14,11 +14,13 @@
 // The core as the binary, the tests and the bench use it; the rest of it serves the
 // cluster side only.
 pub use stencil_core::{
-    applied, compact_schema, compile, convert, definition, gvk, json_schema, labels, offline, render, rollout, yaml,
+    applied, compact_schema, compile, convert, definition, gvk, json_schema, labels, metacontroller, offline, render,
+    rollout, yaml,
 };
 pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector, shard};
 
 pub mod crd;
+pub mod hooks;
 pub mod leader;
 pub mod live;
 pub mod metrics;

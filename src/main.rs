@@ -41,7 +41,7 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Validate { paths } => commands::validate(&paths),
         Command::Render(args) => commands::render(&args),
         Command::Test { paths, update } => commands::test(&paths, update),
-        Command::Crd { definitions } => commands::crd(&definitions),
+        Command::Crd { definitions, compat } => commands::crd(&definitions, compat),
         Command::Schema { rewrite: None } => commands::schema::print(),
         Command::Schema {
             rewrite: Some(SchemaRewrite::Compact { paths }),

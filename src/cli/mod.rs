@@ -40,11 +40,15 @@ pub enum Command {
         #[arg(long)]
         update: bool,
     },
-    /// Print CRDs: Stencil's own, or with --definitions the parents' CRDs they declare.
+    /// Print CRDs: Stencil's own, with --definitions the parents' CRDs they declare, or
+    /// with --compat the controller objects of another operator framework.
     Crd {
         /// Definition files or directories whose `spec.crd` to print.
-        #[arg(long = "definitions")]
+        #[arg(long = "definitions", conflicts_with = "compat")]
         definitions: Vec<PathBuf>,
+        /// Print the CRDs of this framework's controller objects instead.
+        #[arg(long, value_enum)]
+        compat: Option<Compat>,
     },
     /// Print the least-privilege ClusterRole (and Roles) Stencil needs for definitions.
     Rbac(RbacArgs),
@@ -132,6 +136,14 @@ pub struct NewArgs {
 }
 
 /// A parent kind's scope.
+/// Another operator framework whose controller objects Stencil reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Compat {
+    /// metacontroller's CompositeController and DecoratorController
+    /// (`metacontroller.k8s.io/v1alpha1`).
+    Metacontroller,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scope {
     /// Parents live in a namespace.

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::cli::{ConvertArgs, Format, NewArgs, RbacArgs, RbacFormat, RenderArgs, Scope};
+use crate::cli::{Compat, ConvertArgs, Format, NewArgs, RbacArgs, RbacFormat, RenderArgs, Scope};
 use golden::Outcome;
 use stencil::definition::CrdScope;
 use stencil::offline::{self, Admission};
@@ -230,7 +230,15 @@ pub fn convert(args: &ConvertArgs) -> Result<ExitCode> {
     Ok(if lossy { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-pub fn crd(definitions: &[PathBuf]) -> Result<ExitCode> {
+pub fn crd(definitions: &[PathBuf], compat: Option<Compat>) -> Result<ExitCode> {
+    if compat == Some(Compat::Metacontroller) {
+        let crds: Vec<_> = stencil::metacontroller::crds()
+            .into_iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        print!("{}", yaml::to_stream(&crds)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     if definitions.is_empty() {
         print!(
             "{}",

@@ -23,6 +23,7 @@ pub mod gvk;
 pub mod immutable;
 pub mod json_schema;
 pub mod labels;
+pub mod metacontroller;
 pub mod object_key;
 pub mod offline;
 pub mod ownership;
