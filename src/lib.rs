@@ -19,6 +19,7 @@ pub use stencil_core::{
 };
 pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector, shard};
 
+pub mod compat;
 pub mod crd;
 pub mod hooks;
 pub mod leader;

@@ -17,7 +17,7 @@ use commands::schema::Rewrite;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Run(args) = cli.command {
-        return match run(args) {
+        return match run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(err) => {
                 eprintln!("error: {err:#}");
@@ -127,6 +127,8 @@ async fn serve(args: RunArgs) -> Result<()> {
         instance: std::env::var("POD_NAME").ok(),
         sharding: args.sharding,
         home: Some(namespace),
+        compat_metacontroller: args.compat.contains(&cli::Compat::Metacontroller),
+        hook_overrides: args.resolve.into_iter().collect(),
     };
     stencil::runtime::Runtime::new(config, options)
         .run(shutdown_signal())

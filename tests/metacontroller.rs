@@ -2,14 +2,25 @@
 //! DecoratorController CRDs Stencil prints install on the API server, and controller
 //! objects written for metacontroller (every documented field) are stored and read back
 //! unchanged, so nothing a user wrote is pruned when Stencil's CRDs replace
-//! metacontroller's.
+//! metacontroller's; and a CompositeController with a sync hook written in this test
+//! from the documented protocol is served with `--compat metacontroller`.
 
 mod common;
 
-use common::{client, install_crd};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::routing::post;
+use common::{TestNamespace, client, install_crd, start_stencil_options, unique_group, wait_for};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use stencil::metacontroller::api::{CompositeController, DecoratorController};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A CompositeController using every field metacontroller documents.
 fn composite(name: &str) -> Value {
@@ -80,4 +91,312 @@ async fn controller_objects_written_for_metacontroller_are_stored_unchanged() {
     assert_eq!(serde_json::to_value(&stored.spec).unwrap(), written["spec"]);
     composites.delete(&name, &DeleteParams::default()).await.unwrap();
     decorators.delete(&name, &DeleteParams::default()).await.unwrap();
+}
+
+/// A sync hook as a metacontroller user writes one: a parent `{selector, size, value}`
+/// wants `size` ConfigMaps carrying `value`; its status counts the ConfigMaps observed.
+async fn sync(calls: Arc<AtomicUsize>, body: String) -> String {
+    calls.fetch_add(1, Ordering::SeqCst);
+    let request: Value = serde_json::from_str(&body).unwrap();
+    let parent = &request["parent"];
+    let name = parent["metadata"]["name"].as_str().unwrap_or_default();
+    let labels = parent["spec"]["selector"]["matchLabels"].clone();
+    let size = parent["spec"]["size"].as_u64().unwrap_or(0);
+    let children: Vec<Value> = (0..size)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-{i}"), "labels": labels},
+            "data": {"value": parent["spec"]["value"]}})
+        })
+        .collect();
+    let observed = request["children"]["ConfigMap.v1"].as_object().map_or(0, |m| m.len());
+    json!({"children": children, "status": {"observed": observed}}).to_string()
+}
+
+/// Serves [`sync`] on loopback, counting its calls in `calls`, and a finalize hook that
+/// answers `finalized` as `finalized` holds, with no children.
+async fn hook_server(calls: Arc<AtomicUsize>, finalized: Arc<AtomicBool>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let finalize = post(move || {
+        let done = finalized.load(Ordering::SeqCst);
+        async move { json!({"children": [], "finalized": done}).to_string() }
+    });
+    let sync = post(move |body: String| sync(calls.clone(), body));
+    let app = axum::Router::new().route("/sync", sync).route("/finalize", finalize);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+/// The host of the hooks of the test named `prefix`: the in-process Stencils of the
+/// other tests, which serve every CompositeController too, cannot reach it.
+fn hooks_host(prefix: &str) -> String {
+    format!("hooks-{prefix}.test")
+}
+
+/// A namespaced parent kind `Pool` in `group`, any spec and status.
+fn pool_crd(
+    group: &str,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("pools.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    }))
+    .unwrap()
+}
+
+/// The rig set up for one CompositeController over `Pool`s: its namespace, the Pools'
+/// API, the ConfigMaps' API, Stencil serving CompositeControllers, and the hooks' state.
+struct Rig {
+    ns: TestNamespace,
+    pools: Api<DynamicObject>,
+    configmaps: Api<ConfigMap>,
+    controllers: Api<CompositeController>,
+    controller: String,
+    /// The hooks' host, which only this test's Stencil resolves (to its hook server).
+    hooks: String,
+    group: String,
+    calls: Arc<AtomicUsize>,
+    finalized: Arc<AtomicBool>,
+    _stencil: common::Stencil,
+}
+
+impl Rig {
+    /// Stencil serving CompositeControllers, a fresh `Pool` kind and a namespace.
+    async fn start(prefix: &str) -> Rig {
+        let client = client().await;
+        for crd in stencil::metacontroller::crds() {
+            install_crd(&client, &crd).await;
+        }
+        let group = unique_group();
+        install_crd(&client, &pool_crd(&group)).await;
+        let ns = TestNamespace::new(&client, prefix).await;
+        let (calls, finalized) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let address = hook_server(calls.clone(), finalized.clone()).await;
+        let stencil = start_stencil_options(stencil::runtime::Options {
+            cluster_definitions: false,
+            compat_metacontroller: true,
+            hook_overrides: [(hooks_host(prefix), address)].into(),
+            ..Default::default()
+        })
+        .await;
+        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Pool"), "pools");
+        Rig {
+            pools: Api::namespaced_with(client.clone(), &ns.name, &resource),
+            configmaps: Api::namespaced(client.clone(), &ns.name),
+            controllers: Api::all(client.clone()),
+            controller: format!("pools-{group}"),
+            hooks: hooks_host(prefix),
+            group,
+            calls,
+            finalized,
+            ns,
+            _stencil: stencil,
+        }
+    }
+
+    /// Creates the CompositeController over `Pool`s whose spec is `spec` with the
+    /// parent resource filled in and its hooks at this test's host.
+    async fn serve(&self, spec: Value) {
+        let mut spec: Value = serde_json::from_str(&spec.to_string().replace("hooks.test", &self.hooks)).unwrap();
+        spec["parentResource"] = json!({"apiVersion": format!("{}/v1", self.group), "resource": "pools"});
+        let cc: CompositeController = serde_json::from_value(json!({
+            "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+            "metadata": {"name": self.controller}, "spec": spec
+        }))
+        .unwrap();
+        self.controllers
+            .create(&PostParams::default(), &cc)
+            .await
+            .expect("created");
+    }
+
+    /// Applies Pool `name` with `size` ConfigMaps of `value`, selected by `pool=name`
+    /// (or, with `generated`, by no selector of its own).
+    async fn pool(&self, name: &str, size: u64, value: &str, generated: bool) -> DynamicObject {
+        let mut spec = json!({"size": size, "value": value});
+        if !generated {
+            spec["selector"] = json!({"matchLabels": {"pool": name}});
+        }
+        let pool = json!({"apiVersion": format!("{}/v1", self.group), "kind": "Pool",
+            "metadata": {"name": name}, "spec": spec});
+        self.pools
+            .patch(name, &PatchParams::apply("test").force(), &Patch::Apply(pool))
+            .await
+            .unwrap()
+    }
+
+    /// Touches Pool `name` (a label) so that it is synced again, and waits until the sync
+    /// hook has been called twice more: the sync before it has then ended.
+    async fn settle(&self, name: &str) {
+        let before = self.calls.load(Ordering::SeqCst);
+        for i in 0..2 {
+            let touch = json!({"metadata": {"labels": {"touched": format!("{before}-{i}")}}});
+            self.pools
+                .patch(name, &PatchParams::default(), &Patch::Merge(&touch))
+                .await
+                .unwrap();
+            wait_for("a sync", TIMEOUT, || async {
+                (self.calls.load(Ordering::SeqCst) > before + i).then_some(())
+            })
+            .await;
+        }
+    }
+
+    /// ConfigMap `name` once it exists and `check` holds for it.
+    async fn configmap(&self, name: &str, check: impl Fn(&ConfigMap) -> bool) -> ConfigMap {
+        wait_for(name, TIMEOUT, || async {
+            self.configmaps.get_opt(name).await.ok().flatten().filter(|c| check(c))
+        })
+        .await
+    }
+
+    async fn stop(self) {
+        self.controllers
+            .delete(&self.controller, &DeleteParams::default())
+            .await
+            .unwrap();
+        drop(self.ns);
+    }
+}
+
+fn value(cm: &ConfigMap) -> Option<&str> {
+    cm.data.as_ref()?.get("value").map(String::as_str)
+}
+
+#[tokio::test]
+async fn a_composite_controllers_sync_hook_decides_children_and_status() {
+    let rig = Rig::start("mccomp").await;
+    rig.serve(json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"sync": {"version": "v2", "webhook": {"url": "http://hooks.test/sync"}}}}),
+    )
+    .await;
+    let uid = rig.pool("p1", 2, "a", false).await.metadata.uid.unwrap();
+    for name in ["p1-0", "p1-1"] {
+        let cm = rig.configmap(name, |_| true).await;
+        let owner = &cm.metadata.owner_references.unwrap()[0];
+        assert_eq!((owner.uid.as_str(), owner.controller), (uid.as_str(), Some(true)));
+    }
+    wait_for("the hook's status, with observedGeneration", TIMEOUT, || async {
+        let p = rig.pools.get("p1").await.ok()?;
+        let status = p.data.get("status")?;
+        (status["observed"] == 2 && status["observedGeneration"] == 1).then_some(())
+    })
+    .await;
+    rig.pool("p1", 1, "b", false).await;
+    rig.configmap("p1-0", |c| value(c) == Some("b")).await;
+    wait_for("p1-1 deleted", TIMEOUT, || async {
+        rig.configmaps.get_opt("p1-1").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn recreate_keeps_a_field_set_out_of_band_until_the_answer_changes_then_recreates_once() {
+    let rig = Rig::start("mcrecreate").await;
+    rig.serve(json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "Recreate"}}],
+            "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}),
+    )
+    .await;
+    rig.pool("p1", 1, "a", false).await;
+    let first = rig.configmap("p1-0", |_| true).await.metadata.uid.unwrap();
+    let by_hand = json!({"metadata": {"annotations": {"by-hand": "yes"}}});
+    rig.configmaps
+        .patch("p1-0", &PatchParams::default(), &Patch::Merge(&by_hand))
+        .await
+        .unwrap();
+    rig.settle("p1").await;
+    let kept = rig.configmaps.get("p1-0").await.unwrap();
+    assert_eq!(
+        kept.metadata.uid.as_deref(),
+        Some(first.as_str()),
+        "an out-of-band field is no change"
+    );
+    assert!(kept.metadata.annotations.unwrap().contains_key("by-hand"));
+    rig.pool("p1", 1, "b", false).await;
+    let second = rig
+        .configmap("p1-0", |c| {
+            value(c) == Some("b") && c.metadata.uid.as_deref() != Some(first.as_str())
+        })
+        .await;
+    assert!(!second.metadata.annotations.unwrap_or_default().contains_key("by-hand"));
+    rig.settle("p1").await;
+    let settled = rig.configmaps.get("p1-0").await.unwrap();
+    assert_eq!(settled.metadata.uid, second.metadata.uid, "recreated exactly once");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_finalize_hook_holds_the_parent_until_it_answers_finalized() {
+    let rig = Rig::start("mcfinal").await;
+    rig.serve(
+        json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}},
+                "finalize": {"webhook": {"url": "http://hooks.test/finalize"}}}}),
+    )
+    .await;
+    rig.pool("p1", 1, "a", false).await;
+    rig.configmap("p1-0", |_| true).await;
+    let finalizer = format!("metacontroller.io/compositecontroller-{}", rig.controller);
+    wait_for("the finalizer", TIMEOUT, || async {
+        let p = rig.pools.get("p1").await.ok()?;
+        p.metadata.finalizers?.contains(&finalizer).then_some(())
+    })
+    .await;
+    rig.pools.delete("p1", &DeleteParams::default()).await.unwrap();
+    wait_for("the finalize hook's answer applied: no children", TIMEOUT, || async {
+        rig.configmaps.get_opt("p1-0").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        rig.pools.get_opt("p1").await.unwrap().is_some(),
+        "held while not finalized"
+    );
+    rig.finalized.store(true, Ordering::SeqCst);
+    // A resync is not configured: the deletion of the child woke the last sync, so the
+    // parent is woken again by touching it.
+    let touch = json!({"metadata": {"labels": {"touched": "1"}}});
+    rig.pools
+        .patch("p1", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    wait_for("the parent gone", TIMEOUT, || async {
+        rig.pools.get_opt("p1").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn children_metacontroller_made_are_taken_over_with_their_uids() {
+    let rig = Rig::start("mctake").await;
+    // Before Stencil serves the controller: a parent and the child metacontroller made for
+    // it, with its controller reference, `controller-uid` label and last-applied annotation.
+    let uid = rig.pool("p2", 1, "old", true).await.metadata.uid.unwrap();
+    let made: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "p2-0", "labels": {"controller-uid": uid},
+            "annotations": {"metacontroller.k8s.io/last-applied-configuration": "{}"},
+            "ownerReferences": [{"apiVersion": format!("{}/v1", rig.group), "kind": "Pool", "name": "p2",
+                "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+        "data": {"value": "old"}
+    }))
+    .unwrap();
+    let made = rig.configmaps.create(&PostParams::default(), &made).await.unwrap();
+    rig.serve(json!({"generateSelector": true,
+        "childResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
+        "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}))
+        .await;
+    rig.pool("p2", 1, "new", true).await;
+    let taken = rig.configmap("p2-0", |c| value(c) == Some("new")).await;
+    assert_eq!(taken.metadata.uid, made.metadata.uid, "the child keeps its UID");
+    let annotations = taken.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("metacontroller.k8s.io/last-applied-configuration"));
+    rig.stop().await;
 }

@@ -65,6 +65,32 @@ pub(super) async fn run(
     results: &mut BTreeMap<&'static str, Value>,
 ) {
     let others = others.max(samples + n);
+    let stencil = start_decorator(client, dir).await;
+    let (before, _) = stencil.rss_kib();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    create_namespaces(&namespaces, others).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (after, _) = stencil.rss_kib();
+    results.insert("b8_others", json!(others));
+    results.insert("b8_rss_before_mib", json!(before as f64 / 1024.0));
+    results.insert("b8_rss_others_mib", json!(after as f64 / 1024.0));
+    let lat = label_latency(client, &namespaces, samples).await;
+    record_latency(results, ["b8_label_p50_ms", "b8_label_p99_ms"], &lat);
+    let started = Instant::now();
+    label_at_once(client, &namespaces, samples..samples + n).await;
+    results.insert("b8_converge_s", json!(started.elapsed().as_secs_f64()));
+    results.insert("b8_rss_matching_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
+    stencil.stop();
+    propagate(client, dir, samples + n, results).await;
+    // Left to the namespace controller; the rig goes down after the bench.
+    for i in 0..others {
+        let _ = namespaces.delete(&name(i), &DeleteParams::background()).await;
+    }
+}
+
+/// Starts Stencil with the bundled namespace-defaults decorator alone, as a service
+/// account with its derived RBAC, and waits until it serves.
+async fn start_decorator(client: &Client, dir: &Path) -> Controller {
     let defs = dir.join("decorator");
     std::fs::create_dir_all(&defs).unwrap();
     std::fs::copy(
@@ -80,10 +106,12 @@ pub(super) async fn run(
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (before, _) = stencil.rss_kib();
+    stencil
+}
 
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    futures::stream::iter(0..others)
+/// Creates the bench's `count` Namespaces (one that exists already is fine).
+async fn create_namespaces(namespaces: &Api<Namespace>, count: usize) {
+    futures::stream::iter(0..count)
         .map(|i| {
             let api = namespaces.clone();
             async move {
@@ -99,13 +127,11 @@ pub(super) async fn run(
         .try_collect::<Vec<_>>()
         .await
         .expect("create namespaces");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let (after, _) = stencil.rss_kib();
-    results.insert("b8_others", json!(others));
-    results.insert("b8_rss_before_mib", json!(before as f64 / 1024.0));
-    results.insert("b8_rss_others_mib", json!(after as f64 / 1024.0));
+}
 
-    // Latency: one Namespace labelled at a time, until its three children exist.
+/// Labels the first `samples` Namespaces one at a time; each sample is the time from
+/// its label until its three children exist, sorted.
+async fn label_latency(client: &Client, namespaces: &Api<Namespace>, samples: usize) -> Vec<Duration> {
     let mut lat = Vec::new();
     for i in 0..samples {
         let ns = name(i);
@@ -113,7 +139,7 @@ pub(super) async fn run(
         let limits: Api<LimitRange> = Api::namespaced(client.clone(), &ns);
         let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
         let started = Instant::now();
-        label(&namespaces, i).await;
+        label(namespaces, i).await;
         loop {
             let (q, l, p) = tokio::join!(
                 quotas.get_opt("team-quota"),
@@ -132,11 +158,14 @@ pub(super) async fn run(
         lat.push(started.elapsed());
     }
     lat.sort();
-    record_latency(results, ["b8_label_p50_ms", "b8_label_p99_ms"], &lat);
+    lat
+}
 
-    // Convergence: N more labelled at once.
-    let started = Instant::now();
-    futures::stream::iter(samples..samples + n)
+/// Labels the Namespaces `which` at once and waits until every labelled one (the
+/// samples' included) is decorated.
+async fn label_at_once(client: &Client, namespaces: &Api<Namespace>, which: std::ops::Range<usize>) {
+    let all = which.end;
+    futures::stream::iter(which)
         .map(|i| {
             let api = namespaces.clone();
             async move { label(&api, i).await }
@@ -147,17 +176,9 @@ pub(super) async fn run(
     until(
         "every labelled namespace decorated",
         Duration::from_secs(1800),
-        || async { decorated(client).await >= samples + n },
+        || async { decorated(client).await >= all },
     )
     .await;
-    results.insert("b8_converge_s", json!(started.elapsed().as_secs_f64()));
-    results.insert("b8_rss_matching_mib", json!(stencil.rss_kib().0 as f64 / 1024.0));
-    stencil.stop();
-    propagate(client, dir, samples + n, results).await;
-    // Left to the namespace controller; the rig goes down after the bench.
-    for i in 0..others {
-        let _ = namespaces.delete(&name(i), &DeleteParams::background()).await;
-    }
 }
 
 /// B9: one SecretPropagation copying a Secret into the `members` labelled Namespaces,

@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controller: serve every definition from the cluster and from --definitions.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Render the children and status of one parent, offline.
     Render(RenderArgs),
     /// Check definition files; prints `file:line:col: message` per error.

@@ -82,6 +82,14 @@ pub struct RunArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Also serve this framework's controller objects (`metacontroller`: every
+    /// CompositeController on the cluster).
+    #[arg(long, value_enum)]
+    pub compat: Vec<super::Compat>,
+    /// Call the hooks of HOST (a Service reference counts as NAME.NAMESPACE) at
+    /// ADDRESS:PORT instead, for a Stencil outside the cluster (repeatable).
+    #[arg(long, value_name = "HOST=ADDRESS:PORT", value_parser = stencil::hooks::parse_override)]
+    pub resolve: Vec<(String, std::net::SocketAddr)>,
 }
 
 /// Log formats of `stencil run`.

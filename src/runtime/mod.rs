@@ -59,6 +59,10 @@ pub struct Options {
     /// Stencil's own namespace (`$POD_NAMESPACE`), where each definition's revisions are
     /// kept as `ControllerRevision`s; none keeps none.
     pub home: Option<String>,
+    /// Serve metacontroller's CompositeControllers too (`--compat metacontroller`).
+    pub compat_metacontroller: bool,
+    /// Where hook calls for some hosts go instead (`--resolve HOST=ADDRESS:PORT`).
+    pub hook_overrides: crate::hooks::Overrides,
 }
 
 impl Default for Options {
@@ -77,6 +81,8 @@ impl Default for Options {
             instance: None,
             sharding: false,
             home: None,
+            compat_metacontroller: false,
+            hook_overrides: crate::hooks::Overrides::new(),
         }
     }
 }
@@ -108,6 +114,9 @@ pub enum RuntimeError {
     /// This member lost its membership Lease: its parents are another's now.
     #[error("lost the membership Lease; exiting so a fresh process can join the ring")]
     LostMembership,
+    /// The hook client cannot start.
+    #[error("starting the hook client: {0}")]
+    Hooks(#[source] std::io::Error),
     /// Sharding was asked for without leader election.
     #[error("--sharding needs --leader-elect: the leader assigns the parents")]
     ShardingWithoutLeader,
@@ -182,6 +191,17 @@ impl Runtime {
         let leadership = leases.leadership();
         let _trusted = webhook.keep_trusted(&leader_client, &leadership, conversions);
         let (reports, status_task) = definition_status::start(leader_client, leadership.clone());
+        let _compat = match options.compat_metacontroller {
+            true => {
+                let hooks =
+                    crate::hooks::HookClient::new(options.hook_overrides.clone()).map_err(RuntimeError::Hooks)?;
+                Some(Owned::spawn(crate::compat::metacontroller::serve(
+                    client.clone(),
+                    hooks,
+                )))
+            }
+            false => None,
+        };
         let watches = Watches::new(
             client.clone(),
             options.namespaces.clone(),

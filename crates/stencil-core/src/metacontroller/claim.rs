@@ -68,11 +68,12 @@ pub fn label_desired(
     desired: &mut [Value],
 ) -> Result<(), ClaimError> {
     for child in desired.iter_mut() {
-        if generate {
-            let labels = child["metadata"]
-                .as_object_mut()
-                .map(|m| m.entry("labels").or_insert_with(|| Value::Object(Default::default())));
-            if let Some(Value::Object(labels)) = labels {
+        if generate && let Some(meta) = child["metadata"].as_object_mut() {
+            let labels = meta.entry("labels").or_insert(Value::Null);
+            if !labels.is_object() {
+                *labels = Value::Object(Default::default());
+            }
+            if let Value::Object(labels) = labels {
                 labels.entry(CONTROLLER_UID).or_insert_with(|| uid(parent).into());
             }
         }
@@ -216,9 +217,13 @@ mod tests {
     fn a_generated_selector_labels_every_desired_child_with_the_parents_uid() {
         let p = json!({"metadata": {"name": "p", "uid": "P"}});
         let selector = parent_selector(&p, true).unwrap();
-        let mut desired = vec![json!({"kind": "Job", "metadata": {"name": "j"}})];
+        let mut desired = vec![
+            json!({"kind": "Job", "metadata": {"name": "j"}}),
+            json!({"kind": "Job", "metadata": {"name": "k", "labels": null}}),
+        ];
         label_desired(&p, &selector, true, &mut desired).unwrap();
         assert_eq!(desired[0]["metadata"]["labels"][CONTROLLER_UID], "P");
+        assert_eq!(desired[1]["metadata"]["labels"][CONTROLLER_UID], "P");
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! metacontroller compatibility, purely: the CompositeController and DecoratorController
 //! objects (`api`), the hook protocol (`hook`), which objects a parent claims (`claim`),
-//! what an update method does to an existing child (`update`), and the names
+//! what an update method does to an existing child (`update`), the writes that bring
+//! children to a hook's answer (`plan`), what Stencil serves (`support`), and the names
 //! metacontroller writes on the objects it manages, so that Stencil serving the same
 //! controller objects reads and writes what metacontroller would.
 
 pub mod api;
 pub mod claim;
 pub mod hook;
+pub mod plan;
+pub mod support;
 pub mod update;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

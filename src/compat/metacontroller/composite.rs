@@ -1,0 +1,104 @@
+//! One CompositeController's controller: its parent and child resources resolved to kinds
+//! through discovery (retried until the API server serves them), then a controller over
+//! the parents that a change to a parent, or to a child it controls, wakes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::core::{ApiResource, GroupVersion};
+use kube::discovery::{ApiCapabilities, Scope, pinned_group};
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt as _};
+
+use super::sync::{Context, error_policy, reconcile};
+use crate::hooks::HookClient;
+use crate::metacontroller::api::{CompositeController, ResourceRule};
+use crate::metacontroller::plan::ChildKind;
+use crate::selector::Matcher;
+
+/// How long an unserved resource waits before discovery is asked again.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Parents reconciled at once per CompositeController.
+const CONCURRENCY: u16 = 16;
+
+/// A resource rule resolved.
+#[derive(Clone, Debug)]
+pub(super) struct Resolved {
+    pub(super) resource: ApiResource,
+    pub(super) namespaced: bool,
+}
+
+/// Serves `cc` until dropped.
+pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<CompositeController>) {
+    let name = cc.name_any();
+    let parent = resolve_until_served(&client, &name, &cc.spec.parent_resource.rule).await;
+    let mut children = Vec::new();
+    for rule in &cc.spec.child_resources {
+        children.push((resolve_until_served(&client, &name, &rule.rule).await, rule.clone()));
+    }
+    let mut parents = watcher::Config::default();
+    if let Some(selector) = &cc.spec.parent_resource.label_selector {
+        match Matcher::new(selector) {
+            Ok(m) => parents = parents.labels(m.query()),
+            Err(e) => {
+                tracing::error!(controller = %name, error = %e, "parentResource.labelSelector does not parse; not served");
+                return;
+            }
+        }
+    }
+    let parent_api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &parent.resource);
+    let mut controller = Controller::new_with(parent_api, parents, parent.resource.clone());
+    for (child, _) in &children {
+        let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &child.resource);
+        controller = controller.owns_with(api, child.resource.clone(), watcher::Config::default());
+    }
+    let kinds = children
+        .iter()
+        .map(|(c, rule)| (c.clone(), child_kind(c, rule)))
+        .collect();
+    let context = Arc::new(Context::new(client, hooks, cc, parent, kinds));
+    controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
+        .run(reconcile, error_policy, context)
+        .for_each(|_| async {})
+        .await;
+}
+
+fn child_kind(resolved: &Resolved, rule: &crate::metacontroller::api::ChildResourceRule) -> ChildKind {
+    ChildKind {
+        api_version: resolved.resource.api_version.clone(),
+        kind: resolved.resource.kind.clone(),
+        namespaced: resolved.namespaced,
+        method: rule.update_strategy.as_ref().and_then(|s| s.method).unwrap_or_default(),
+    }
+}
+
+/// `rule` resolved, asking again every [`RETRY`] until the API server serves it.
+async fn resolve_until_served(client: &Client, controller: &str, rule: &ResourceRule) -> Resolved {
+    loop {
+        match resolve(client, rule).await {
+            Ok(resolved) => return resolved,
+            Err(e) => {
+                tracing::warn!(controller, resource = %rule.resource, api_version = %rule.api_version, error = %e, "waiting for the resource to be served");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
+}
+
+/// The kind the API server serves as `rule.resource` in `rule.apiVersion`.
+async fn resolve(client: &Client, rule: &ResourceRule) -> Result<Resolved, String> {
+    let gv: GroupVersion = rule.api_version.parse().map_err(|e| format!("{e}"))?;
+    let group = pinned_group(client, &gv).await.map_err(|e| e.to_string())?;
+    group
+        .versioned_resources(&gv.version)
+        .into_iter()
+        .find(|(r, _)| r.plural == rule.resource)
+        .map(|(resource, caps): (ApiResource, ApiCapabilities)| Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        })
+        .ok_or_else(|| format!("{} serves no resource {}", rule.api_version, rule.resource))
+}
