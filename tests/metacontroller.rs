@@ -123,7 +123,11 @@ async fn hook_server(calls: Arc<AtomicUsize>, finalized: Arc<AtomicBool>) -> Soc
         async move { json!({"children": [], "finalized": done}).to_string() }
     });
     let sync = post(move |body: String| sync(calls.clone(), body));
-    let app = axum::Router::new().route("/sync", sync).route("/finalize", finalize);
+    let fail = post(|| async { (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the hook broke") });
+    let app = axum::Router::new()
+        .route("/sync", sync)
+        .route("/finalize", finalize)
+        .route("/fail", fail);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     address
 }
@@ -398,5 +402,43 @@ async fn children_metacontroller_made_are_taken_over_with_their_uids() {
     assert_eq!(taken.metadata.uid, made.metadata.uid, "the child keeps its UID");
     let annotations = taken.metadata.annotations.unwrap_or_default();
     assert!(!annotations.contains_key("metacontroller.k8s.io/last-applied-configuration"));
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_failing_hook_is_an_event_with_its_answer_and_deletes_nothing() {
+    let rig = Rig::start("mcfail").await;
+    let uid = rig.pool("p3", 1, "a", false).await.metadata.uid.unwrap();
+    let child: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "p3-0", "labels": {"pool": "p3"},
+            "ownerReferences": [{"apiVersion": format!("{}/v1", rig.group), "kind": "Pool", "name": "p3",
+                "uid": uid, "controller": true, "blockOwnerDeletion": true}]}
+    }))
+    .unwrap();
+    rig.configmaps.create(&PostParams::default(), &child).await.unwrap();
+    rig.serve(
+        json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+        "hooks": {"sync": {"webhook": {"url": "http://hooks.test/fail"}}}}),
+    )
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client().await, &rig.ns.name);
+    // The other tests' Stencils, which cannot reach this hook, say so in events of their own.
+    let note = wait_for("a Warning event quoting the hook's answer", TIMEOUT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("HookFailed"))
+            .filter_map(|e| e.note)
+            .find(|n| n.contains("the hook broke"))
+    })
+    .await;
+    assert!(
+        note.contains("500") && note.contains(&rig.controller) && note.contains("p3"),
+        "{note}"
+    );
+    assert!(
+        rig.configmaps.get_opt("p3-0").await.unwrap().is_some(),
+        "nothing is deleted"
+    );
     rig.stop().await;
 }

@@ -131,7 +131,7 @@ impl HookClient {
             .body(Full::new(Bytes::from(payload)))
             .map_err(|e| transport(e.to_string()))?;
         let exchange = async {
-            let response = self.http.request(request).await.map_err(|e| transport(e.to_string()))?;
+            let response = self.http.request(request).await.map_err(|e| transport(causes(&e)))?;
             let (parts, body) = response.into_parts();
             let body = http_body_util::Limited::new(body, MAX_ANSWER)
                 .collect()
@@ -168,6 +168,17 @@ fn retry_after(header: Option<&http::HeaderValue>) -> Duration {
         .and_then(|h| h.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs)
+}
+
+/// An error with every cause it carries (`client error (Connect): dns error: ...`).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 /// The start of an answer, as text.

@@ -94,3 +94,10 @@ fn a_resolve_flag_is_host_equals_address() {
     assert!(parse_override("hooks.tools").is_err());
     assert!(parse_override("hooks.tools=somewhere").is_err());
 }
+
+#[tokio::test]
+async fn a_hook_that_cannot_be_reached_says_why() {
+    let (client, target) = routed("127.0.0.1:9".parse().unwrap(), "/sync", "5s");
+    let err = client.call(&target, &json!({})).await.unwrap_err().to_string();
+    assert!(err.contains("Connect") && err.contains("refused"), "{err}");
+}

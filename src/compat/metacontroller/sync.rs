@@ -12,6 +12,7 @@ use std::time::Duration;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::DynamicObject;
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::{Value, json};
 
@@ -64,6 +65,8 @@ pub(super) struct Context {
     controller: Value,
     parent: Resolved,
     children: Vec<(Resolved, ChildKind)>,
+    /// Where a failed sync is said, on its parent.
+    events: Recorder,
 }
 
 impl Context {
@@ -75,7 +78,12 @@ impl Context {
         children: Vec<(Resolved, ChildKind)>,
     ) -> Context {
         let controller = serde_json::to_value(cc.as_ref()).unwrap_or_default();
+        let reporter = Reporter {
+            controller: crate::labels::FIELD_MANAGER.into(),
+            instance: None,
+        };
         Context {
+            events: Recorder::new(client.clone(), reporter),
             client,
             hooks,
             cc,
@@ -119,7 +127,26 @@ pub(super) async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> 
         parent: &parent,
         object: &object,
     };
-    sync.run().await
+    let outcome = sync.run().await;
+    if let Err(error) = &outcome {
+        let reason = match error {
+            SyncError::Hook { .. } => "HookFailed",
+            SyncError::Refused { .. } => "HookRefused",
+            SyncError::Api { .. } => "WriteFailed",
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(error.to_string().chars().take(1000).collect()),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        let regarding = kube::Resource::object_ref(parent.as_ref(), &ctx.parent.resource);
+        if let Err(e) = ctx.events.publish(&event, &regarding).await {
+            tracing::debug!(error = %e, "the event of a failed sync was not published");
+        }
+    }
+    outcome
 }
 
 /// One sync in progress.

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod claim;
+pub mod decorate;
 pub mod hook;
 pub mod plan;
 pub mod support;
