@@ -442,3 +442,39 @@ async fn a_failing_hook_is_an_event_with_its_answer_and_deletes_nothing() {
     );
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn an_orphan_that_matches_is_adopted_kept_when_wanted_and_deleted_when_not() {
+    let rig = Rig::start("mcadopt").await;
+    rig.serve(json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
+        "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}))
+        .await;
+    rig.pool("p4", 1, "a", false).await;
+    rig.configmap("p4-0", |_| true).await;
+    let orphan = |name: &str, pool: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"pool": pool}}, "data": {"value": "x"}}))
+            .unwrap()
+    };
+    // Its creation alone wakes the parent, which adopts it and, not wanting it, deletes it.
+    rig.configmaps
+        .create(&PostParams::default(), &orphan("stray", "p4"))
+        .await
+        .unwrap();
+    wait_for("the stray orphan adopted and deleted", TIMEOUT, || async {
+        rig.configmaps.get_opt("stray").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // An orphan made before its parent, under the name the hook answers: adopted, then
+    // updated in place.
+    let wanted = rig
+        .configmaps
+        .create(&PostParams::default(), &orphan("p5-0", "p5"))
+        .await
+        .unwrap();
+    rig.pool("p5", 1, "a", false).await;
+    let adopted = rig.configmap("p5-0", |c| value(c) == Some("a")).await;
+    assert_eq!(adopted.metadata.uid, wanted.metadata.uid, "adopted, not made anew");
+    let owner = &adopted.metadata.owner_references.unwrap()[0];
+    assert_eq!(owner.controller, Some(true));
+    rig.stop().await;
+}

@@ -6,14 +6,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use kube::core::{ApiResource, GroupVersion};
+use kube::core::{ApiResource, DynamicObject, GroupVersion};
 use kube::discovery::{ApiCapabilities, Scope, pinned_group};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
 use super::sync::{Context, error_policy, reconcile};
 use crate::hooks::HookClient;
 use crate::metacontroller::api::{CompositeController, ResourceRule};
+use crate::metacontroller::claim;
 use crate::metacontroller::plan::ChildKind;
 use crate::selector::Matcher;
 
@@ -48,11 +50,13 @@ pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<Composit
             }
         }
     }
-    let parent_api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &parent.resource);
+    let parent_api: Api<DynamicObject> = Api::all_with(client.clone(), &parent.resource);
     let mut controller = Controller::new_with(parent_api, parents, parent.resource.clone());
+    let generate = cc.spec.generate_selector.unwrap_or(false);
     for (child, _) in &children {
-        let api: Api<kube::core::DynamicObject> = Api::all_with(client.clone(), &child.resource);
-        controller = controller.owns_with(api, child.resource.clone(), watcher::Config::default());
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &child.resource);
+        let wakes = parents_woken(controller.store(), parent.resource.clone(), generate);
+        controller = controller.watches_with(api, child.resource.clone(), watcher::Config::default(), wakes);
     }
     let kinds = children
         .iter()
@@ -64,6 +68,46 @@ pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<Composit
         .run(reconcile, error_policy, context)
         .for_each(|_| async {})
         .await;
+}
+
+/// Which parents an event of a child wakes: its controller when that is a parent, or,
+/// for an object nobody controls, every parent in its namespace whose selector matches
+/// it (to adopt it).
+fn parents_woken(
+    parents: Store<DynamicObject>,
+    resource: ApiResource,
+    generate: bool,
+) -> impl Fn(DynamicObject) -> Vec<ObjectRef<DynamicObject>> + Send + Sync + 'static {
+    move |child: DynamicObject| {
+        let controller = child
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true));
+        if let Some(owner) = controller {
+            let group = owner.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+            if owner.kind != resource.kind || group != resource.group {
+                return Vec::new();
+            }
+            let parent = ObjectRef::new_with(&owner.name, resource.clone());
+            return vec![match child.namespace() {
+                Some(ns) => parent.within(&ns),
+                None => parent,
+            }];
+        }
+        let labels = child.metadata.labels.clone().unwrap_or_default();
+        parents
+            .state()
+            .iter()
+            .filter(|p| p.namespace() == child.namespace() || p.namespace().is_none())
+            .filter(|p| {
+                let parent = serde_json::json!({"metadata": {"uid": p.uid()}, "spec": p.data.get("spec")});
+                claim::parent_selector(&parent, generate).is_ok_and(|s| s.matches(Some(&labels)))
+            })
+            .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
+            .collect()
+    }
 }
 
 fn child_kind(resolved: &Resolved, rule: &crate::metacontroller::api::ChildResourceRule) -> ChildKind {
