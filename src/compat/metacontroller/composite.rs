@@ -55,7 +55,7 @@ pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<Composit
     let generate = cc.spec.generate_selector.unwrap_or(false);
     for (child, _) in &children {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &child.resource);
-        let wakes = parents_woken(controller.store(), parent.resource.clone(), generate);
+        let wakes = parents_woken(controller.store(), parent.clone(), generate);
         controller = controller.watches_with(api, child.resource.clone(), watcher::Config::default(), wakes);
     }
     let kinds = children
@@ -71,13 +71,14 @@ pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<Composit
 }
 
 /// Which parents an event of a child wakes: its controller when that is a parent, or,
-/// for an object nobody controls, every parent in its namespace whose selector matches
-/// it (to adopt it).
+/// for an object nobody controls, every parent in its namespace (or cluster-scoped)
+/// whose selector matches it (to adopt it).
 fn parents_woken(
     parents: Store<DynamicObject>,
-    resource: ApiResource,
+    parent: Resolved,
     generate: bool,
 ) -> impl Fn(DynamicObject) -> Vec<ObjectRef<DynamicObject>> + Send + Sync + 'static {
+    let Resolved { resource, namespaced } = parent;
     move |child: DynamicObject| {
         let controller = child
             .metadata
@@ -91,7 +92,7 @@ fn parents_woken(
                 return Vec::new();
             }
             let parent = ObjectRef::new_with(&owner.name, resource.clone());
-            return vec![match child.namespace() {
+            return vec![match child.namespace().filter(|_| namespaced) {
                 Some(ns) => parent.within(&ns),
                 None => parent,
             }];

@@ -203,7 +203,9 @@ impl Sync<'_> {
     /// resync period, else on the next change.
     fn next(&self, answer: &SyncResponse) -> Action {
         if answer.resync_after_seconds > 0.0 {
-            return Action::requeue(Duration::from_secs_f64(answer.resync_after_seconds));
+            // An answer too large for a Duration waits for the next change instead.
+            return Duration::try_from_secs_f64(answer.resync_after_seconds)
+                .map_or(Action::await_change(), Action::requeue);
         }
         match self.ctx.cc.spec.resync_period_seconds {
             Some(s) if s > 0 => Action::requeue(Duration::from_secs(s.unsigned_abs().into())),
