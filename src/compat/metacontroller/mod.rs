@@ -5,6 +5,7 @@
 
 mod composite;
 mod sync;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

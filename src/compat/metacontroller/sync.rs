@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -18,12 +18,11 @@ use serde_json::{Value, json};
 
 use super::composite::Resolved;
 use crate::hooks::{CallError, HookClient, Target};
-use crate::labels::FIELD_MANAGER;
 use crate::metacontroller::api::{CompositeController, Hook, HookVersion};
 use crate::metacontroller::claim::{self, Claims};
+use crate::metacontroller::composite_finalizer;
 use crate::metacontroller::hook::{self, Shape, SyncResponse};
-use crate::metacontroller::plan::{self, ChildKind, Owner, Write};
-use crate::metacontroller::{LAST_APPLIED, composite_finalizer};
+use crate::metacontroller::plan::{self, ChildKind, Owner};
 
 /// How soon a failed sync is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -63,8 +62,8 @@ pub(super) struct Context {
     cc: Arc<CompositeController>,
     /// The controller object as hooks receive it.
     controller: Value,
-    parent: Resolved,
-    children: Vec<(Resolved, ChildKind)>,
+    pub(super) parent: Resolved,
+    pub(super) children: Vec<(Resolved, ChildKind)>,
     /// Where a failed sync is said, on its parent.
     events: Recorder,
 }
@@ -150,10 +149,10 @@ pub(super) async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> 
 }
 
 /// One sync in progress.
-struct Sync<'a> {
-    ctx: &'a Context,
-    parent: &'a DynamicObject,
-    object: &'a Value,
+pub(super) struct Sync<'a> {
+    pub(super) ctx: &'a Context,
+    pub(super) parent: &'a DynamicObject,
+    pub(super) object: &'a Value,
 }
 
 impl Sync<'_> {
@@ -228,7 +227,7 @@ impl Sync<'_> {
         }
     }
 
-    fn api_error(&self, source: kube::Error) -> SyncError {
+    pub(super) fn api_error(&self, source: kube::Error) -> SyncError {
         SyncError::Api {
             controller: self.ctx.name(),
             parent: self.describe(),
@@ -237,7 +236,7 @@ impl Sync<'_> {
     }
 
     /// The API of `resource` where the parent's children live.
-    fn api(&self, resolved: &Resolved) -> Api<DynamicObject> {
+    pub(super) fn api(&self, resolved: &Resolved) -> Api<DynamicObject> {
         match (resolved.namespaced, self.parent.namespace()) {
             (true, Some(ns)) => Api::namespaced_with(self.ctx.client.clone(), &ns, &resolved.resource),
             _ => Api::all_with(self.ctx.client.clone(), &resolved.resource),
@@ -326,97 +325,6 @@ impl Sync<'_> {
         let strict = hook::strict(version, webhook.response_unmarshall_mode.as_deref());
         hook::sync_response(Shape::Composite, &answer, strict).map_err(|e| self.refused(e))
     }
-
-    /// Carries out one write of the plan.
-    async fn write(&self, write: Write) -> Result<(), SyncError> {
-        let object = match &write {
-            Write::Forget(o) | Write::Create(o) | Write::Apply(o) | Write::Recreate(o) | Write::Delete(o) => o,
-        };
-        let Some((resolved, _)) = self.ctx.children.iter().find(|(r, _)| {
-            r.resource.api_version == field(object, "/apiVersion") && r.resource.kind == field(object, "/kind")
-        }) else {
-            return Ok(());
-        };
-        let api = self.api(resolved);
-        let name = field(object, "/metadata/name");
-        let result = match &write {
-            Write::Forget(_) => {
-                let patch = json!({"metadata": {"annotations": {LAST_APPLIED: null}}});
-                api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            }
-            Write::Create(o) | Write::Apply(o) => {
-                let params = PatchParams::apply(FIELD_MANAGER).force();
-                api.patch(name, &params, &Patch::Apply(o)).await.map(drop)
-            }
-            Write::Recreate(o) | Write::Delete(o) => {
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: Some(field(o, "/metadata/uid").to_string()),
-                        resource_version: None,
-                    }),
-                    ..DeleteParams::background()
-                };
-                match api.delete(name, &params).await {
-                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-                    other => other.map(drop),
-                }
-            }
-        };
-        result.map_err(|e| self.api_error(e))
-    }
-
-    /// Replaces the parent's status with the hook's, plus `observedGeneration`; writes
-    /// nothing when it holds that already.
-    async fn write_status(&self, mut status: Value) -> Result<(), SyncError> {
-        if let (Some(map), Some(generation)) = (status.as_object_mut(), self.parent.metadata.generation) {
-            map.insert("observedGeneration".into(), generation.into());
-        }
-        if self.object.get("status") == Some(&status) {
-            return Ok(());
-        }
-        let api = self.api(&self.ctx.parent);
-        let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-        api.patch_status(
-            &self.parent.name_any(),
-            &PatchParams::default(),
-            &Patch::<Value>::Json(serde_json::from_value(patch).expect("a JSON patch")),
-        )
-        .await
-        .map_err(|e| self.api_error(e))?;
-        Ok(())
-    }
-
-    async fn ensure_finalizer(&self, finalizer: &str) -> Result<(), SyncError> {
-        if self.parent.finalizers().iter().any(|f| f == finalizer) {
-            return Ok(());
-        }
-        let mut finalizers = self.parent.finalizers().to_vec();
-        finalizers.push(finalizer.to_string());
-        self.set_finalizers(finalizers).await
-    }
-
-    async fn remove_finalizer(&self, finalizer: &str) -> Result<(), SyncError> {
-        let finalizers = self
-            .parent
-            .finalizers()
-            .iter()
-            .filter(|f| *f != finalizer)
-            .cloned()
-            .collect();
-        self.set_finalizers(finalizers).await
-    }
-
-    /// Sets the parent's finalizers, with its resourceVersion as precondition.
-    async fn set_finalizers(&self, finalizers: Vec<String>) -> Result<(), SyncError> {
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": self.parent.resource_version()}});
-        self.api(&self.ctx.parent)
-            .patch(&self.parent.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| self.api_error(e))?;
-        Ok(())
-    }
 }
 
 /// A listed object as JSON with its apiVersion and kind (a list's items may lack them).
@@ -425,8 +333,4 @@ fn with_type(object: &DynamicObject, resource: &kube::core::ApiResource) -> Valu
     value["apiVersion"] = resource.api_version.clone().into();
     value["kind"] = resource.kind.clone().into();
     value
-}
-
-fn field<'v>(object: &'v Value, pointer: &str) -> &'v str {
-    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
 }
