@@ -206,10 +206,14 @@ impl Rig {
     }
 
     /// Creates the CompositeController over `Pool`s whose spec is `spec` with the
-    /// parent resource filled in and its hooks at this test's host.
+    /// parent resource's kind filled in and its hooks at this test's host.
     async fn serve(&self, spec: Value) {
         let mut spec: Value = serde_json::from_str(&spec.to_string().replace("hooks.test", &self.hooks)).unwrap();
-        spec["parentResource"] = json!({"apiVersion": format!("{}/v1", self.group), "resource": "pools"});
+        let parent = json!({"apiVersion": format!("{}/v1", self.group), "resource": "pools"});
+        match spec.get_mut("parentResource").and_then(Value::as_object_mut) {
+            Some(rule) => rule.extend(parent.as_object().unwrap().clone()),
+            None => spec["parentResource"] = parent,
+        }
         let cc: CompositeController = serde_json::from_value(json!({
             "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
             "metadata": {"name": self.controller}, "spec": spec
@@ -251,6 +255,17 @@ impl Rig {
             })
             .await;
         }
+    }
+
+    /// The number of sync calls once three seconds passed without one: a sync woken by
+    /// anything before comes within the informer's latency, so none is pending then.
+    async fn quiet(&self) -> usize {
+        wait_for("three seconds without a sync", TIMEOUT, || async {
+            let seen = self.calls.load(Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            (self.calls.load(Ordering::SeqCst) == seen).then_some(seen)
+        })
+        .await
     }
 
     /// ConfigMap `name` once it exists and `check` holds for it.
@@ -476,5 +491,26 @@ async fn an_orphan_that_matches_is_adopted_kept_when_wanted_and_deleted_when_not
     assert_eq!(adopted.metadata.uid, wanted.metadata.uid, "adopted, not made anew");
     let owner = &adopted.metadata.owner_references.unwrap()[0];
     assert_eq!(owner.controller, Some(true));
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn ignore_status_changes_syncs_on_spec_and_metadata_only() {
+    let rig = Rig::start("mcstatus").await;
+    rig.serve(json!({"parentResource": {"ignoreStatusChanges": true},
+        "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+        "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}))
+        .await;
+    rig.pool("p6", 1, "a", false).await;
+    rig.configmap("p6-0", |_| true).await;
+    let before = rig.quiet().await;
+    let status = json!({"status": {"external": 1}});
+    rig.pools
+        .patch_status("p6", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let quiet = rig.quiet().await;
+    assert_eq!(quiet, before, "a status change alone does not sync");
+    rig.settle("p6").await;
     rig.stop().await;
 }

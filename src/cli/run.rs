@@ -83,7 +83,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Also serve this framework's controller objects (`metacontroller`: every
-    /// CompositeController on the cluster).
+    /// CompositeController and DecoratorController on the cluster).
     #[arg(long, value_enum)]
     pub compat: Vec<super::Compat>,
     /// Call the hooks of HOST (a Service reference counts as NAME.NAMESPACE) at

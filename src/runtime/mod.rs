@@ -59,7 +59,8 @@ pub struct Options {
     /// Stencil's own namespace (`$POD_NAMESPACE`), where each definition's revisions are
     /// kept as `ControllerRevision`s; none keeps none.
     pub home: Option<String>,
-    /// Serve metacontroller's CompositeControllers too (`--compat metacontroller`).
+    /// Serve metacontroller's CompositeControllers and DecoratorControllers too
+    /// (`--compat metacontroller`).
     pub compat_metacontroller: bool,
     /// Where hook calls for some hosts go instead (`--resolve HOST=ADDRESS:PORT`).
     pub hook_overrides: crate::hooks::Overrides,

@@ -1,28 +1,30 @@
-//! One sync of one CompositeController parent, as metacontroller does it: the children
-//! claimed (orphans that match adopted, strays released), the sync hook (or, while the
-//! parent is deleted and a finalize hook exists, the finalize hook) called with them, its
-//! children applied by their update methods and the ones it leaves out deleted, its
-//! status written in place of the parent's with `observedGeneration`, and the parent's
-//! finalizer kept while a finalize hook has not answered `finalized: true`. A failed hook
-//! writes nothing and is retried with backoff (a 429 after its Retry-After).
+//! One sync of one object a controller object serves (a composite's parent, a
+//! decorator's object), as metacontroller does it: the controller's finalizer added or
+//! taken away as the object's life says (`lifecycle`), its children found, the sync hook
+//! (or the finalize hook, for an object being deleted or, for a decorator, no longer
+//! selected) called with them, the children applied by their update methods and the ones
+//! it leaves out deleted, a decorator's labels and annotations set, the hook's status
+//! written in place of the object's, and the finalizer removed once the finalize hook
+//! answers `finalized: true`. A failed hook writes nothing and is retried with backoff
+//! (a 429 after its Retry-After).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::{Value, json};
 
-use super::composite::Resolved;
+use super::resolve::Resolved;
+use super::served::{Role, Served};
 use crate::hooks::{CallError, HookClient, Target};
-use crate::metacontroller::api::{CompositeController, Hook, HookVersion};
-use crate::metacontroller::claim::{self, Claims};
-use crate::metacontroller::composite_finalizer;
-use crate::metacontroller::hook::{self, Shape, SyncResponse};
+use crate::metacontroller::api::{Hook, HookVersion};
+use crate::metacontroller::hook::{self, SyncResponse};
+use crate::metacontroller::lifecycle::{self, Call, Finalizer, Observed};
 use crate::metacontroller::plan::{self, ChildKind, Owner};
+use crate::metacontroller::{claim, decorate};
 
 /// How soon a failed sync is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -55,13 +57,11 @@ pub(super) enum SyncError {
     },
 }
 
-/// What every sync of one CompositeController shares.
+/// What every sync of one parent resource of a controller object shares.
 pub(super) struct Context {
     client: Client,
     hooks: Arc<HookClient>,
-    cc: Arc<CompositeController>,
-    /// The controller object as hooks receive it.
-    controller: Value,
+    pub(super) served: Served,
     pub(super) parent: Resolved,
     pub(super) children: Vec<(Resolved, ChildKind)>,
     /// Where a failed sync is said, on its parent.
@@ -72,11 +72,10 @@ impl Context {
     pub(super) fn new(
         client: Client,
         hooks: Arc<HookClient>,
-        cc: Arc<CompositeController>,
+        served: Served,
         parent: Resolved,
         children: Vec<(Resolved, ChildKind)>,
     ) -> Context {
-        let controller = serde_json::to_value(cc.as_ref()).unwrap_or_default();
         let reporter = Reporter {
             controller: crate::labels::FIELD_MANAGER.into(),
             instance: None,
@@ -85,23 +84,10 @@ impl Context {
             events: Recorder::new(client.clone(), reporter),
             client,
             hooks,
-            cc,
-            controller,
+            served,
             parent,
             children,
         }
-    }
-
-    fn name(&self) -> String {
-        self.cc.name_any()
-    }
-
-    fn generate_selector(&self) -> bool {
-        self.cc.spec.generate_selector.unwrap_or(false)
-    }
-
-    fn hooks(&self) -> crate::metacontroller::api::CompositeHooks {
-        self.cc.spec.hooks.clone().unwrap_or_default()
     }
 }
 
@@ -157,42 +143,48 @@ pub(super) struct Sync<'a> {
 
 impl Sync<'_> {
     async fn run(&self) -> Result<Action, SyncError> {
-        let hooks = self.ctx.hooks();
-        let deleting = self.parent.metadata.deletion_timestamp.is_some();
-        let finalizer = composite_finalizer(&self.ctx.name());
-        if deleting && (hooks.finalize.is_none() || !self.parent.finalizers().contains(&finalizer)) {
+        let served = &self.ctx.served;
+        let finalizer = served.finalizer();
+        let steps = lifecycle::steps(Observed {
+            finalize_hook: served.finalize.is_some(),
+            finalizer: self.parent.finalizers().contains(&finalizer),
+            deleting: self.parent.metadata.deletion_timestamp.is_some(),
+            selected: served.selects(self.object).map_err(|e| self.refused(e))?,
+        });
+        match steps.finalizer {
+            Finalizer::Add => self.ensure_finalizer(&finalizer).await?,
+            Finalizer::Remove => self.remove_finalizer(&finalizer).await?,
+            Finalizer::Keep => {}
+        }
+        let Some(call) = steps.call else {
             return Ok(Action::await_change());
+        };
+        let finalizing = call == Call::Finalize;
+        let hook = if finalizing { &served.finalize } else { &served.sync };
+        let hook = hook.as_ref().ok_or_else(|| self.refused("no hook to call"))?;
+        let (owned, selector) = self.owned().await?;
+        let mut answer = self.call(hook, &owned, finalizing).await?;
+        if let (Some(selector), Role::Composite { generate_selector }) = (&selector, &served.role) {
+            claim::label_desired(self.object, selector, *generate_selector, &mut answer.children)
+                .map_err(|e| self.refused(e))?;
         }
-        if hooks.finalize.is_some() && !deleting {
-            self.ensure_finalizer(&finalizer).await?;
-        }
-        let selector =
-            claim::parent_selector(self.object, self.ctx.generate_selector()).map_err(|e| self.refused(e))?;
-        let claims = self.claim(&selector).await?;
-        let hook = if deleting { hooks.finalize } else { hooks.sync };
-        let hook = hook.ok_or_else(|| self.refused("no hook to call"))?;
-        let mut answer = self.call(&hook, &claims.owned, deleting).await?;
-        claim::label_desired(
-            self.object,
-            &selector,
-            self.ctx.generate_selector(),
-            &mut answer.children,
-        )
-        .map_err(|e| self.refused(e))?;
         let kinds: Vec<ChildKind> = self.ctx.children.iter().map(|(_, k)| k.clone()).collect();
         let owner = Owner {
             parent: self.object,
-            decorator: None,
+            decorator: served.decorator_name(),
         };
-        let writes = plan::plan(&owner, &kinds, &claims.owned, std::mem::take(&mut answer.children))
-            .map_err(|e| self.refused(e))?;
+        let writes =
+            plan::plan(&owner, &kinds, &owned, std::mem::take(&mut answer.children)).map_err(|e| self.refused(e))?;
         for write in writes {
             self.write(write).await?;
+        }
+        if let Some(patch) = decorate::metadata_patch(self.object, &answer) {
+            self.write_metadata(&patch).await?;
         }
         if let Some(status) = answer.status.take() {
             self.write_status(status).await?;
         }
-        if deleting && answer.finalized {
+        if finalizing && answer.finalized {
             self.remove_finalizer(&finalizer).await?;
         }
         Ok(self.next(&answer))
@@ -206,7 +198,7 @@ impl Sync<'_> {
             return Duration::try_from_secs_f64(answer.resync_after_seconds)
                 .map_or(Action::await_change(), Action::requeue);
         }
-        match self.ctx.cc.spec.resync_period_seconds {
+        match self.ctx.served.resync_period_seconds {
             Some(s) if s > 0 => Action::requeue(Duration::from_secs(s.unsigned_abs().into())),
             _ => Action::await_change(),
         }
@@ -219,9 +211,9 @@ impl Sync<'_> {
         }
     }
 
-    fn refused(&self, message: impl ToString) -> SyncError {
+    pub(super) fn refused(&self, message: impl ToString) -> SyncError {
         SyncError::Refused {
-            controller: self.ctx.name(),
+            controller: self.ctx.served.name.clone(),
             parent: self.describe(),
             message: message.to_string(),
         }
@@ -229,7 +221,7 @@ impl Sync<'_> {
 
     pub(super) fn api_error(&self, source: kube::Error) -> SyncError {
         SyncError::Api {
-            controller: self.ctx.name(),
+            controller: self.ctx.served.name.clone(),
             parent: self.describe(),
             source,
         }
@@ -241,55 +233,6 @@ impl Sync<'_> {
             (true, Some(ns)) => Api::namespaced_with(self.ctx.client.clone(), &ns, &resolved.resource),
             _ => Api::all_with(self.ctx.client.clone(), &resolved.resource),
         }
-    }
-
-    /// The parent's children of every kind: claimed, adopted or released as the
-    /// ControllerRef rules say.
-    async fn claim(&self, selector: &crate::selector::Matcher) -> Result<Claims, SyncError> {
-        let mut all = Claims::default();
-        for (resolved, _) in &self.ctx.children {
-            let api = self.api(resolved);
-            let listed = api.list(&ListParams::default()).await.map_err(|e| self.api_error(e))?;
-            let candidates: Vec<Value> = listed.items.iter().map(|o| with_type(o, &resolved.resource)).collect();
-            let claims = claim::claim(self.object, selector, &candidates);
-            for orphan in &claims.adopt {
-                self.set_controller(&api, orphan, true).await?;
-            }
-            for stray in &claims.release {
-                self.set_controller(&api, stray, false).await?;
-            }
-            all.owned.extend(claims.owned);
-            all.owned.extend(claims.adopt);
-        }
-        Ok(all)
-    }
-
-    /// Gives `object` the parent's controller reference (`adopt`) or takes it away, with
-    /// its resourceVersion as precondition.
-    async fn set_controller(&self, api: &Api<DynamicObject>, object: &Value, adopt: bool) -> Result<(), SyncError> {
-        let uid = self.parent.uid().unwrap_or_default();
-        let mut refs: Vec<Value> = object
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(&uid));
-        if adopt {
-            refs.push(
-                json!({"apiVersion": self.object["apiVersion"], "kind": self.object["kind"],
-                "name": self.parent.name_any(), "uid": uid, "controller": true, "blockOwnerDeletion": true}),
-            );
-        }
-        let patch = json!({"metadata": {"ownerReferences": refs,
-            "resourceVersion": object.pointer("/metadata/resourceVersion")}});
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| self.api_error(e))?;
-        Ok(())
     }
 
     /// Calls `hook` with the parent and its children.
@@ -305,8 +248,8 @@ impl Sync<'_> {
             .collect();
         let children = hook::object_map(version, self.object, &kinds, owned);
         let body = hook::sync_request(
-            Shape::Composite,
-            &self.ctx.controller,
+            self.ctx.served.shape(),
+            &self.ctx.served.object,
             self.object,
             children,
             json!({}),
@@ -318,19 +261,11 @@ impl Sync<'_> {
             .call(&target, &body)
             .await
             .map_err(|source| SyncError::Hook {
-                controller: self.ctx.name(),
+                controller: self.ctx.served.name.clone(),
                 parent: self.describe(),
                 source,
             })?;
         let strict = hook::strict(version, webhook.response_unmarshall_mode.as_deref());
-        hook::sync_response(Shape::Composite, &answer, strict).map_err(|e| self.refused(e))
+        hook::sync_response(self.ctx.served.shape(), &answer, strict).map_err(|e| self.refused(e))
     }
-}
-
-/// A listed object as JSON with its apiVersion and kind (a list's items may lack them).
-fn with_type(object: &DynamicObject, resource: &kube::core::ApiResource) -> Value {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
-    value["apiVersion"] = resource.api_version.clone().into();
-    value["kind"] = resource.kind.clone().into();
-    value
 }

@@ -1,11 +1,13 @@
 //! The writes of one sync: the planned children (created or applied server-side, deleted
-//! by uid, a taken-over child's last-applied annotation removed), the parent's status and
-//! its finalizer, each with the precondition that keeps it from acting on a newer object.
+//! by uid, a taken-over child's last-applied annotation removed), the parent's finalizer
+//! (with its resourceVersion as precondition), a decorator's labels and annotations (only
+//! the keys its hook named) and the parent's status.
 
 use kube::ResourceExt as _;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 
+use super::served::Role;
 use super::sync::{Sync, SyncError};
 use crate::labels::FIELD_MANAGER;
 use crate::metacontroller::LAST_APPLIED;
@@ -52,10 +54,14 @@ impl Sync<'_> {
         result.map_err(|e| self.api_error(e))
     }
 
-    /// Replaces the parent's status with the hook's, plus `observedGeneration`; writes
-    /// nothing when it holds that already.
+    /// Replaces the parent's status with the hook's (a composite's with
+    /// `observedGeneration`), through the status subresource when the kind has one;
+    /// writes nothing when it holds that already.
     pub(super) async fn write_status(&self, mut status: Value) -> Result<(), SyncError> {
-        if let (Some(map), Some(generation)) = (status.as_object_mut(), self.parent.metadata.generation) {
+        let composite = matches!(self.ctx.served.role, Role::Composite { .. });
+        if let (true, Some(map), Some(generation)) =
+            (composite, status.as_object_mut(), self.parent.metadata.generation)
+        {
             map.insert("observedGeneration".into(), generation.into());
         }
         if self.object.get("status") == Some(&status) {
@@ -63,13 +69,23 @@ impl Sync<'_> {
         }
         let api = self.api(&self.ctx.parent);
         let patch = json!([{"op": "add", "path": "/status", "value": status}]);
-        api.patch_status(
-            &self.parent.name_any(),
-            &PatchParams::default(),
-            &Patch::<Value>::Json(serde_json::from_value(patch).expect("a JSON patch")),
-        )
-        .await
-        .map_err(|e| self.api_error(e))?;
+        let patch = Patch::<Value>::Json(serde_json::from_value(patch).expect("a JSON patch"));
+        let name = self.parent.name_any();
+        let written = if self.ctx.parent.status_subresource {
+            api.patch_status(&name, &PatchParams::default(), &patch).await
+        } else {
+            api.patch(&name, &PatchParams::default(), &patch).await
+        };
+        written.map_err(|e| self.api_error(e))?;
+        Ok(())
+    }
+
+    /// Gives a decorator's object the labels and annotations its hook answered with.
+    pub(super) async fn write_metadata(&self, patch: &Value) -> Result<(), SyncError> {
+        self.api(&self.ctx.parent)
+            .patch(&self.parent.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map_err(|e| self.api_error(e))?;
         Ok(())
     }
 

@@ -1,6 +1,7 @@
 //! metacontroller compatibility, purely: the CompositeController and DecoratorController
 //! objects (`api`), the hook protocol (`hook`), which objects a parent claims (`claim`),
-//! what an update method does to an existing child (`update`), the writes that bring
+//! what an update method does to an existing child (`update`), where an object stands in
+//! a controller's life (`lifecycle`), what a decorator does (`decorate`), the writes that bring
 //! children to a hook's answer (`plan`), what Stencil serves (`support`), and the names
 //! metacontroller writes on the objects it manages, so that Stencil serving the same
 //! controller objects reads and writes what metacontroller would.
@@ -9,6 +10,7 @@ pub mod api;
 pub mod claim;
 pub mod decorate;
 pub mod hook;
+pub mod lifecycle;
 pub mod plan;
 pub mod support;
 pub mod update;
