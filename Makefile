@@ -29,8 +29,9 @@ build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
 .PHONY: chart
-chart: build ## Regenerate the chart's CRD, editor schema, bundled operators and their RBAC (tests fail when stale)
+chart: build ## Regenerate the chart's CRDs, editor schema, bundled operators and their RBAC (tests fail when stale)
 	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
+	$(STENCIL) crd --compat metacontroller > charts/stencil/files/metacontroller-crds.yaml
 	mkdir -p schemas charts/stencil/schemas
 	$(STENCIL) schema > schemas/operatordefinition.schema.json
 	cp schemas/operatordefinition.schema.json charts/stencil/schemas/

@@ -12,18 +12,15 @@ fn chart() -> String {
 }
 
 fn template(values: &str) -> Vec<Value> {
-    let text = common::run_tool(
-        "helm",
-        &[
-            "template",
-            "st",
-            &chart(),
-            "--namespace",
-            "stencil-system",
-            "-f",
-            values,
-        ],
-    );
+    template_with(values, &[])
+}
+
+/// The chart rendered with `values` and `extra` arguments.
+fn template_with(values: &str, extra: &[&str]) -> Vec<Value> {
+    let chart = chart();
+    let mut args = vec!["template", "st", &chart, "--namespace", "stencil-system", "-f", values];
+    args.extend_from_slice(extra);
+    let text = common::run_tool("helm", &args);
     stencil::yaml::documents(&text).unwrap_or_else(|e| panic!("{values}: {e}"))
 }
 
@@ -220,4 +217,39 @@ fn the_grafana_dashboard_ships_as_a_labelled_config_map_of_valid_json() {
             .any(|c| c["metadata"]["labels"]["grafana_dashboard"] == "1"),
         "off by default"
     );
+}
+
+#[test]
+fn compat_metacontroller_serves_the_controller_objects_with_their_crds_kept_on_uninstall() {
+    let values = format!("{}/ci/metacontroller-values.yaml", chart());
+    let objects = template(&values);
+    let deploy = find(&objects, "Deployment")[0];
+    assert!(container_args(deploy).contains(&"--compat=metacontroller"));
+    let crds = find(&objects, "CustomResourceDefinition");
+    let names: Vec<&str> = crds.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "compositecontrollers.metacontroller.k8s.io",
+            "decoratorcontrollers.metacontroller.k8s.io"
+        ]
+    );
+    for crd in crds {
+        assert_eq!(crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep");
+    }
+    let role = find(&objects, "ClusterRole")[0];
+    let rules = role["rules"].as_array().unwrap();
+    let grants = |resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r["resources"].as_array().unwrap().iter().any(|x| x == resource)
+                && r["verbs"].as_array().unwrap().iter().any(|v| v == verb)
+        })
+    };
+    assert!(grants("compositecontrollers", "watch") && grants("decoratorcontrollers/status", "patch"));
+    assert!(
+        grants("catsets", "patch"),
+        "the rules `stencil rbac --controllers` derived"
+    );
+    let taking_over = template_with(&values, &["--set", "compat.metacontroller.installCRDs=false"]);
+    assert!(find(&taking_over, "CustomResourceDefinition").is_empty());
 }

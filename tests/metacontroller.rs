@@ -514,3 +514,57 @@ async fn ignore_status_changes_syncs_on_spec_and_metadata_only() {
     rig.settle("p6").await;
     rig.stop().await;
 }
+
+#[tokio::test]
+async fn a_controller_object_stencil_cannot_serve_says_why_on_its_status_and_in_an_event() {
+    let rig = Rig::start("mcrefuse").await;
+    rig.serve(json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps",
+            "updateStrategy": {"method": "RollingRecreate"}}],
+        "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}))
+        .await;
+    let served = |status: &'static str| {
+        let controllers = rig.controllers.clone();
+        let name = rig.controller.clone();
+        async move {
+            wait_for("the Served condition", TIMEOUT, || async {
+                let cc = controllers.get(&name).await.ok()?;
+                let conditions = cc.status?.0.get("conditions")?.as_array()?.clone();
+                conditions
+                    .into_iter()
+                    .find(|c| c["type"] == "Served" && c["status"] == status)
+            })
+            .await
+        }
+    };
+    let refused = served("False").await;
+    assert_eq!(refused["reason"], "Unsupported");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.childResources[0].updateStrategy.method RollingRecreate"),
+        "{message}"
+    );
+    assert!(refused["lastTransitionTime"].is_string());
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::all(client().await);
+    wait_for("an Unsupported event on the controller object", TIMEOUT, || async {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items.into_iter().find(|e| {
+            e.reason.as_deref() == Some("Unsupported")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(rig.controller.as_str())
+        })
+    })
+    .await;
+    rig.pool("p7", 1, "a", false).await;
+    assert!(
+        rig.configmaps.get_opt("p7-0").await.unwrap().is_none(),
+        "not served at all"
+    );
+    // Fixed, it is served, and says so.
+    let fixed = json!({"spec": {"childResources": [{"apiVersion": "v1", "resource": "configmaps"}]}});
+    rig.controllers
+        .patch(&rig.controller, &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .unwrap();
+    served("True").await;
+    rig.configmap("p7-0", |_| true).await;
+    rig.stop().await;
+}

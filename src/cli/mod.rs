@@ -245,8 +245,12 @@ pub enum Format {
 #[derive(Debug, clap::Args)]
 pub struct RbacArgs {
     /// Definition files or directories (repeatable).
-    #[arg(long = "definitions", required = true)]
+    #[arg(long = "definitions", required_unless_present = "controllers")]
     pub definitions: Vec<PathBuf>,
+    /// Files of metacontroller CompositeController and DecoratorController objects, for
+    /// `stencil run --compat metacontroller` (repeatable).
+    #[arg(long = "controllers")]
+    pub controllers: Vec<PathBuf>,
     /// Confine namespaced kinds to Roles in these namespaces (repeatable).
     #[arg(long = "namespace")]
     pub namespaces: Vec<String>,

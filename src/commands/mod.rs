@@ -258,7 +258,11 @@ pub fn crd(definitions: &[PathBuf], compat: Option<Compat>) -> Result<ExitCode> 
 }
 
 pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
-    let loaded = load_valid(&args.definitions)?;
+    let definitions = if args.definitions.is_empty() {
+        Vec::new()
+    } else {
+        load_valid(&args.definitions)?.definitions
+    };
     let options = rbac::Options {
         namespaces: args.namespaces.clone(),
         leader_election: args.leader_elect || args.sharding,
@@ -276,8 +280,14 @@ pub fn rbac(args: &RbacArgs) -> Result<ExitCode> {
             })
             .unwrap_or_else(|| "default".into()),
     };
-    let scopes = stencil::compile::scopes(&loaded.definitions);
-    let needs = rbac::needs(&loaded.definitions, &scopes, &options);
+    let scopes = stencil::compile::scopes(&definitions);
+    let mut needs = rbac::needs(&definitions, &scopes, &options);
+    for path in &args.controllers {
+        let objects = read_yaml_stream(path)?;
+        let notes = rbac::compat::controllers(&objects, &mut needs.cluster)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        needs.notes.extend(notes);
+    }
     // What an admin must add by hand is said on stderr and, so it travels with the
     // manifests, as comments at their top.
     for note in &needs.notes {

@@ -45,6 +45,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [operatordefinitions/status]
   verbs: [get, patch]
 {{- end }}
+{{- if .Values.compat.metacontroller.enabled }}
+- apiGroups: [metacontroller.k8s.io]
+  resources: [compositecontrollers, decoratorcontrollers]
+  verbs: [list, watch]
+- apiGroups: [metacontroller.k8s.io]
+  resources: [compositecontrollers/status, decoratorcontrollers/status]
+  verbs: [patch]
+{{- end }}
 {{- end -}}
 
 {{- define "stencil.leaseRules" -}}

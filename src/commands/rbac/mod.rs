@@ -1,6 +1,7 @@
 //! Least-privilege RBAC derived from definitions, purely: exactly the verbs the controller
 //! uses on each parent, child and lookup kind, what its RBAC children need (`grants`),
-//! plus what Stencil itself needs.
+//! what metacontroller's controller objects need (`compat`), plus what Stencil itself
+//! needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,6 +10,7 @@ use serde_json::{Value, json};
 use stencil::compile::CompiledDefinition;
 use stencil::gvk::{Gvk, Scopes};
 
+pub mod compat;
 mod grants;
 
 /// Verbs on a parent kind: read it, and patch its finalizers.

@@ -4,7 +4,7 @@
 
 use kube::ResourceExt as _;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, DynamicObject};
+use kube::core::DynamicObject;
 use kube::{Api, Resource as _};
 use serde_json::{Value, json};
 
@@ -26,7 +26,7 @@ impl Sync<'_> {
         for (resolved, _) in &self.ctx.children {
             let api = self.api(resolved);
             let listed = api.list(&ListParams::default()).await.map_err(|e| self.api_error(e))?;
-            let candidates: Vec<Value> = listed.items.iter().map(|o| with_type(o, &resolved.resource)).collect();
+            let candidates: Vec<Value> = listed.items.iter().map(|o| resolved.typed(o)).collect();
             match &selector {
                 Some(selector) => owned.extend(self.claim(&api, selector, &candidates).await?),
                 None => owned.extend(decorate::attachments_of(
@@ -81,12 +81,4 @@ impl Sync<'_> {
             .map_err(|e| self.api_error(e))?;
         Ok(())
     }
-}
-
-/// A listed object as JSON with its apiVersion and kind (a list's items may lack them).
-fn with_type(object: &DynamicObject, resource: &ApiResource) -> Value {
-    let mut value = serde_json::to_value(object).unwrap_or_default();
-    value["apiVersion"] = resource.api_version.clone().into();
-    value["kind"] = resource.kind.clone().into();
-    value
 }

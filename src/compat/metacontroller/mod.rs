@@ -3,9 +3,12 @@
 //! restarted when its spec changes and stopped when it goes. An object Stencil cannot
 //! serve whole is not served, and the log says which fields stop it.
 
+mod calls;
 mod claims;
 mod composite;
 mod decorator;
+mod related;
+mod report;
 mod resolve;
 mod served;
 mod sync;
@@ -18,8 +21,10 @@ use std::sync::Arc;
 
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::hooks::HookClient;
@@ -37,7 +42,9 @@ pub async fn serve(client: Client, hooks: HookClient) {
 }
 
 /// A controller object kind Stencil serves.
-trait ControllerObject: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static {
+trait ControllerObject:
+    Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static
+{
     /// What a change restarts its controller for.
     type Spec: PartialEq + Clone + Send + Sync + 'static;
     fn spec(&self) -> &Self::Spec;
@@ -76,6 +83,11 @@ impl ControllerObject for DecoratorController {
 /// Serves every controller object of kind `K`.
 async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<HookClient>) {
     let api: Api<K> = Api::all(client.clone());
+    let reporter = Reporter {
+        controller: crate::labels::FIELD_MANAGER.into(),
+        instance: None,
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
     let mut running: BTreeMap<String, (K::Spec, Owned<()>)> = BTreeMap::new();
     let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
     let mut seen: Vec<String> = Vec::new();
@@ -83,7 +95,7 @@ async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<HookClient>)
         match event {
             Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
                 seen.push(object.name_any());
-                start(&client, &hooks, &mut running, object);
+                start(&client, &hooks, &recorder, &mut running, object).await;
             }
             Ok(watcher::Event::Delete(object)) => {
                 tracing::info!(kind = %K::kind(&()), controller = %object.name_any(), "controller object deleted; no longer served");
@@ -96,10 +108,12 @@ async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<HookClient>)
     }
 }
 
-/// Starts (or restarts, when its spec changed) the controller of `object`.
-fn start<K: ControllerObject>(
+/// Starts (or restarts, when its spec changed) the controller of `object`, and says on
+/// it whether it is served.
+async fn start<K: ControllerObject>(
     client: &Client,
     hooks: &Arc<HookClient>,
+    events: &Recorder,
     running: &mut BTreeMap<String, (K::Spec, Owned<()>)>,
     object: K,
 ) {
@@ -109,8 +123,8 @@ fn start<K: ControllerObject>(
     }
     running.remove(&name);
     let refusals = object.refusals();
+    report::report(client, events, &object, &refusals).await;
     if !refusals.is_empty() {
-        tracing::error!(kind = %K::kind(&()), controller = %name, refusals = %refusals.join("; "), "controller object not served");
         return;
     }
     tracing::info!(kind = %K::kind(&()), controller = %name, "serving controller object");

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use kube::Client;
-use kube::core::{ApiResource, GroupVersion};
+use kube::core::{ApiResource, DynamicObject, GroupVersion};
 use kube::discovery::{ApiCapabilities, Scope, pinned_group};
+use serde_json::Value;
 
 use crate::metacontroller::api::{ResourceRule, UpdateMethod};
 use crate::metacontroller::plan::ChildKind;
@@ -33,6 +34,15 @@ impl Resolved {
             method: method.unwrap_or_default(),
         }
     }
+
+    /// `object` of this kind as JSON with its apiVersion and kind (a list's items may
+    /// lack them).
+    pub(super) fn typed(&self, object: &DynamicObject) -> Value {
+        let mut value = serde_json::to_value(object).unwrap_or_default();
+        value["apiVersion"] = self.resource.api_version.clone().into();
+        value["kind"] = self.resource.kind.clone().into();
+        value
+    }
 }
 
 /// `rule` resolved, asking again every [`RETRY`] until the API server serves it.
@@ -49,7 +59,7 @@ pub(super) async fn resolve_until_served(client: &Client, controller: &str, rule
 }
 
 /// The kind the API server serves as `rule.resource` in `rule.apiVersion`.
-async fn resolve(client: &Client, rule: &ResourceRule) -> Result<Resolved, String> {
+pub(super) async fn resolve(client: &Client, rule: &ResourceRule) -> Result<Resolved, String> {
     let gv: GroupVersion = rule.api_version.parse().map_err(|e| format!("{e}"))?;
     let group = pinned_group(client, &gv).await.map_err(|e| e.to_string())?;
     group

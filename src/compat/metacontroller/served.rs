@@ -1,5 +1,5 @@
 //! A controller object as its syncs see it, whichever its kind: its name, the object the
-//! hooks receive, its hooks, its resync period and what sets a CompositeController apart
+//! hooks receive, its hooks (sync, finalize, customize), its resync period and what sets a CompositeController apart
 //! from a DecoratorController (how children are claimed, which objects it serves, which
 //! finalizer it writes).
 
@@ -18,6 +18,7 @@ pub(super) struct Served {
     pub(super) object: Value,
     pub(super) sync: Option<Hook>,
     pub(super) finalize: Option<Hook>,
+    pub(super) customize: Option<Hook>,
     pub(super) resync_period_seconds: Option<i32>,
     /// A change of an object's status alone does not sync it.
     pub(super) ignore_status_changes: bool,
@@ -43,6 +44,7 @@ impl Served {
             object: serde_json::to_value(cc).unwrap_or_default(),
             sync: hooks.sync,
             finalize: hooks.finalize,
+            customize: hooks.customize,
             resync_period_seconds: cc.spec.resync_period_seconds,
             ignore_status_changes: cc.spec.parent_resource.ignore_status_changes.unwrap_or(false),
             role: Role::Composite {
@@ -59,6 +61,7 @@ impl Served {
             object: serde_json::to_value(dc).unwrap_or_default(),
             sync: hooks.sync,
             finalize: hooks.finalize,
+            customize: hooks.customize,
             resync_period_seconds: dc.spec.resync_period_seconds,
             ignore_status_changes: rule.ignore_status_changes.unwrap_or(false),
             role: Role::Decorator { rule },

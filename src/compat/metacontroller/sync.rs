@@ -15,13 +15,13 @@ use kube::core::DynamicObject;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt as _};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::related::Related;
 use super::resolve::Resolved;
 use super::served::{Role, Served};
-use crate::hooks::{CallError, HookClient, Target};
-use crate::metacontroller::api::{Hook, HookVersion};
-use crate::metacontroller::hook::{self, SyncResponse};
+use crate::hooks::{CallError, HookClient};
+use crate::metacontroller::hook::SyncResponse;
 use crate::metacontroller::lifecycle::{self, Call, Finalizer, Observed};
 use crate::metacontroller::plan::{self, ChildKind, Owner};
 use crate::metacontroller::{claim, decorate};
@@ -47,6 +47,13 @@ pub(super) enum SyncError {
         parent: String,
         message: String,
     },
+    /// The customize hook's related objects cannot be read yet.
+    #[error("{controller}: {parent}: {message}")]
+    Related {
+        controller: String,
+        parent: String,
+        message: String,
+    },
     /// The API server refused a read or write.
     #[error("{controller}: {parent}: {source}")]
     Api {
@@ -59,11 +66,12 @@ pub(super) enum SyncError {
 
 /// What every sync of one parent resource of a controller object shares.
 pub(super) struct Context {
-    client: Client,
-    hooks: Arc<HookClient>,
+    pub(super) client: Client,
+    pub(super) hooks: Arc<HookClient>,
     pub(super) served: Served,
     pub(super) parent: Resolved,
     pub(super) children: Vec<(Resolved, ChildKind)>,
+    pub(super) related: Related,
     /// Where a failed sync is said, on its parent.
     events: Recorder,
 }
@@ -75,6 +83,7 @@ impl Context {
         served: Served,
         parent: Resolved,
         children: Vec<(Resolved, ChildKind)>,
+        related: Related,
     ) -> Context {
         let reporter = Reporter {
             controller: crate::labels::FIELD_MANAGER.into(),
@@ -87,6 +96,7 @@ impl Context {
             served,
             parent,
             children,
+            related,
         }
     }
 }
@@ -118,6 +128,7 @@ pub(super) async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> 
             SyncError::Hook { .. } => "HookFailed",
             SyncError::Refused { .. } => "HookRefused",
             SyncError::Api { .. } => "WriteFailed",
+            SyncError::Related { .. } => "RelatedUnavailable",
         };
         let event = Event {
             type_: EventType::Warning,
@@ -163,7 +174,8 @@ impl Sync<'_> {
         let hook = if finalizing { &served.finalize } else { &served.sync };
         let hook = hook.as_ref().ok_or_else(|| self.refused("no hook to call"))?;
         let (owned, selector) = self.owned().await?;
-        let mut answer = self.call(hook, &owned, finalizing).await?;
+        let related = self.related().await?;
+        let mut answer = self.call(hook, &owned, &related, finalizing).await?;
         if let (Some(selector), Role::Composite { generate_selector }) = (&selector, &served.role) {
             claim::label_desired(self.object, selector, *generate_selector, &mut answer.children)
                 .map_err(|e| self.refused(e))?;
@@ -204,7 +216,7 @@ impl Sync<'_> {
         }
     }
 
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self.parent.namespace() {
             Some(ns) => format!("{} {ns}/{}", self.ctx.parent.resource.kind, self.parent.name_any()),
             None => format!("{} {}", self.ctx.parent.resource.kind, self.parent.name_any()),
@@ -233,39 +245,5 @@ impl Sync<'_> {
             (true, Some(ns)) => Api::namespaced_with(self.ctx.client.clone(), &ns, &resolved.resource),
             _ => Api::all_with(self.ctx.client.clone(), &resolved.resource),
         }
-    }
-
-    /// Calls `hook` with the parent and its children.
-    async fn call(&self, hook: &Hook, owned: &[Value], finalizing: bool) -> Result<SyncResponse, SyncError> {
-        let webhook = hook.webhook.clone().unwrap_or_default();
-        let target = Target::of(&webhook).map_err(|e| self.refused(e))?;
-        let version = hook.version.unwrap_or(HookVersion::V1);
-        let kinds: Vec<(String, String)> = self
-            .ctx
-            .children
-            .iter()
-            .map(|(_, k)| (k.api_version.clone(), k.kind.clone()))
-            .collect();
-        let children = hook::object_map(version, self.object, &kinds, owned);
-        let body = hook::sync_request(
-            self.ctx.served.shape(),
-            &self.ctx.served.object,
-            self.object,
-            children,
-            json!({}),
-            finalizing,
-        );
-        let answer = self
-            .ctx
-            .hooks
-            .call(&target, &body)
-            .await
-            .map_err(|source| SyncError::Hook {
-                controller: self.ctx.served.name.clone(),
-                parent: self.describe(),
-                source,
-            })?;
-        let strict = hook::strict(version, webhook.response_unmarshall_mode.as_deref());
-        hook::sync_response(self.ctx.served.shape(), &answer, strict).map_err(|e| self.refused(e))
     }
 }

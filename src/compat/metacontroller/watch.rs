@@ -13,6 +13,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
+use super::related::Related;
 use super::resolve::Resolved;
 use super::served::{Role, Served};
 use super::sync::{Context, error_policy, reconcile};
@@ -52,8 +53,12 @@ pub(super) async fn serve_parents(
         let wakes = parents_woken(store.clone(), parent.clone(), served.role.clone());
         controller = controller.watches_with(api, child.resource.clone(), watcher::Config::default(), wakes);
     }
-    let context = Arc::new(Context::new(client, hooks, served, parent, children));
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let version = served.customize.as_ref().and_then(|h| h.version).unwrap_or_default();
+    let related = Related::new(client.clone(), store, parent.resource.clone(), version, wake);
+    let context = Arc::new(Context::new(client, hooks, served, parent, children, related));
     controller
+        .reconcile_on(woken)
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENCY))
         .run(reconcile, error_policy, context)
         .for_each(|_| async {})

@@ -12,6 +12,7 @@ pub mod decorate;
 pub mod hook;
 pub mod lifecycle;
 pub mod plan;
+pub mod related;
 pub mod support;
 pub mod update;
 
@@ -80,6 +81,16 @@ mod tests {
             );
         }
         assert_eq!(crds[0].spec.names.short_names, Some(vec!["cc".into(), "cctl".into()]));
+    }
+
+    #[test]
+    fn the_chart_ships_the_generated_crds() {
+        let crds: Vec<serde_json::Value> = crds().iter().map(|c| serde_json::to_value(c).unwrap()).collect();
+        let shipped = include_str!("../../../../charts/stencil/files/metacontroller-crds.yaml");
+        assert!(
+            shipped == crate::yaml::to_stream(&crds).unwrap(),
+            "charts/stencil/files/metacontroller-crds.yaml is stale; run `make chart`"
+        );
     }
 
     #[test]

@@ -1,9 +1,26 @@
-//! What of a controller object Stencil serves, purely: every field it cannot honour yet is
-//! named, and such an object is not served at all (its parents are left as they are)
-//! rather than served in part, since a hook that relies on, say, its Authorization header
-//! would be called without it.
+//! What of a controller object Stencil serves, purely: every field it cannot honour yet
+//! is named (on the object's `Served` condition), and such an object is not served at
+//! all (its parents are left as they are) rather than served in part, since a hook that
+//! relies on, say, its Authorization header would be called without it.
+
+use serde_json::{Value, json};
 
 use super::api::{CompositeControllerSpec, DecoratorControllerSpec, Hook, UpdateMethod};
+
+/// The condition Stencil keeps on a controller object it watches.
+pub const SERVED: &str = "Served";
+
+/// The `Served` condition of a controller object at `generation` with these refusals,
+/// without its transition time: True, or False naming each field Stencil cannot honour.
+pub fn served_condition(refusals: &[String], generation: Option<i64>) -> Value {
+    let (status, reason, message) = if refusals.is_empty() {
+        ("True", "Served", "served by Stencil".to_string())
+    } else {
+        ("False", "Unsupported", format!("not served: {}", refusals.join("; ")))
+    };
+    json!({"type": SERVED, "status": status, "reason": reason, "message": message,
+        "observedGeneration": generation})
+}
 
 /// Why Stencil does not serve a CompositeController: one line per field it cannot honour;
 /// empty when it serves it.
@@ -95,9 +112,16 @@ fn hook_refusals(name: &str, hook: Option<&Hook>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
+
+    #[test]
+    fn the_served_condition_names_every_refusal() {
+        let refused = served_condition(&["a".into(), "b".into()], Some(3));
+        assert_eq!(refused["status"], "False");
+        assert_eq!(refused["message"], "not served: a; b");
+        assert_eq!(refused["observedGeneration"], 3);
+        assert_eq!(served_condition(&[], Some(3))["status"], "True");
+    }
 
     fn composite(spec: serde_json::Value) -> CompositeControllerSpec {
         serde_json::from_value(spec).unwrap()
