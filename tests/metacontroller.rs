@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::routing::post;
-use common::{TestNamespace, client, install_crd, start_stencil_options, unique_group, wait_for};
+use common::{
+    TestNamespace, client, install_crd, open_crd, serve_hooks, start_stencil_options, unique_group, wait_for,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -138,23 +140,6 @@ fn hooks_host(prefix: &str) -> String {
     format!("hooks-{prefix}.test")
 }
 
-/// A namespaced parent kind `Pool` in `group`, any spec and status.
-fn pool_crd(
-    group: &str,
-) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("pools.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
-    }))
-    .unwrap()
-}
-
 /// The rig set up for one CompositeController over `Pool`s: its namespace, the Pools'
 /// API, the ConfigMaps' API, Stencil serving CompositeControllers, and the hooks' state.
 struct Rig {
@@ -168,7 +153,7 @@ struct Rig {
     group: String,
     calls: Arc<AtomicUsize>,
     finalized: Arc<AtomicBool>,
-    _stencil: common::Stencil,
+    stencil: common::Stencil,
 }
 
 impl Rig {
@@ -179,7 +164,7 @@ impl Rig {
             install_crd(&client, &crd).await;
         }
         let group = unique_group();
-        install_crd(&client, &pool_crd(&group)).await;
+        install_crd(&client, &open_crd(&group, "Pool", "pools", "Namespaced")).await;
         let ns = TestNamespace::new(&client, prefix).await;
         let (calls, finalized) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
         let address = hook_server(calls.clone(), finalized.clone()).await;
@@ -201,7 +186,7 @@ impl Rig {
             calls,
             finalized,
             ns,
-            _stencil: stencil,
+            stencil,
         }
     }
 
@@ -314,6 +299,49 @@ async fn a_composite_controllers_sync_hook_decides_children_and_status() {
         rig.configmaps.get_opt("p1-1").await.ok()?.is_none().then_some(())
     })
     .await;
+    // Converged, a sync writes nothing (to this test's objects: the other tests' controller
+    // objects, whose hooks this Stencil cannot reach, are Events of their own).
+    rig.settle("p1").await;
+    rig.stencil.take_writes();
+    rig.settle("p1").await;
+    let ours = format!("/namespaces/{}/", rig.ns.name);
+    let writes: Vec<String> = rig
+        .stencil
+        .take_writes()
+        .into_iter()
+        .filter(|w| w.contains(&ours) && !w.contains("/events"))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new(), "no write when nothing changed");
+    // Counted per controller object, as controller-runtime and Stencil's hook metrics.
+    let name = format!("controller=\"CompositeController/{}\"", rig.controller);
+    let hook_calls = rig.stencil.metric_sum("stencil_hook_calls_total{", &name);
+    assert!(hook_calls >= 2.0, "{hook_calls}");
+    let syncs = rig.stencil.metric_sum("controller_runtime_reconcile_total{", &name);
+    assert!(syncs >= 2.0, "{syncs}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn on_delete_never_updates_a_child_and_one_deleted_by_hand_comes_back_as_the_newest_sync_says() {
+    let rig = Rig::start("mcondelete").await;
+    rig.serve(
+        json!({"childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"webhook": {"url": "http://hooks.test/sync"}}}}),
+    )
+    .await;
+    rig.pool("p8", 1, "a", false).await;
+    let first = rig.configmap("p8-0", |_| true).await;
+    rig.pool("p8", 1, "b", false).await;
+    rig.settle("p8").await;
+    let kept = rig.configmaps.get("p8-0").await.unwrap();
+    assert_eq!(value(&kept), Some("a"), "OnDelete leaves an existing child as it is");
+    assert_eq!(
+        kept.metadata.resource_version, first.metadata.resource_version,
+        "not written at all"
+    );
+    rig.configmaps.delete("p8-0", &DeleteParams::default()).await.unwrap();
+    let back = rig.configmap("p8-0", |c| c.metadata.uid != first.metadata.uid).await;
+    assert_eq!(value(&back), Some("b"));
     rig.stop().await;
 }
 
@@ -567,4 +595,91 @@ async fn a_controller_object_stencil_cannot_serve_says_why_on_its_status_and_in_
     served("True").await;
     rig.configmap("p7-0", |_| true).await;
     rig.stop().await;
+}
+
+/// A sync hook for cluster-scoped Realms: a ConfigMap in the Realm's `spec.namespace`
+/// carrying `spec.value`, none once `spec.drop` is set.
+fn realm_sync(request: &Value) -> Value {
+    let realm = &request["parent"];
+    let children: Vec<Value> = match realm["spec"]["drop"].as_bool() {
+        Some(true) => Vec::new(),
+        _ => vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("{}-cm", realm["metadata"]["name"].as_str().unwrap_or_default()),
+                "namespace": realm["spec"]["namespace"]},
+            "data": {"value": realm["spec"]["value"]}})],
+    };
+    json!({"children": children})
+}
+
+#[tokio::test]
+async fn a_cluster_scoped_parents_children_are_written_in_their_own_namespaces() {
+    let client = client().await;
+    for crd in stencil::metacontroller::crds() {
+        install_crd(&client, &crd).await;
+    }
+    let group = unique_group();
+    install_crd(&client, &open_crd(&group, "Realm", "realms", "Cluster")).await;
+    let ns = TestNamespace::new(&client, "mcrealm").await;
+    let (address, _) = serve_hooks(&[("/sync", realm_sync)]).await;
+    let host = format!("hooks-{group}.test");
+    let _stencil = start_stencil_options(stencil::runtime::Options {
+        cluster_definitions: false,
+        compat_metacontroller: true,
+        hook_overrides: [(host.clone(), address)].into(),
+        ..Default::default()
+    })
+    .await;
+    let controllers: Api<CompositeController> = Api::all(client.clone());
+    let name = format!("realms-{group}");
+    let cc: CompositeController = serde_json::from_value(json!({
+        "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+        "metadata": {"name": name},
+        "spec": {"parentResource": {"apiVersion": format!("{group}/v1"), "resource": "realms"},
+            "generateSelector": true,
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": {"method": "InPlace"}}],
+            "hooks": {"sync": {"webhook": {"url": format!("http://{host}/sync")}}}}
+    }))
+    .unwrap();
+    controllers.create(&PostParams::default(), &cc).await.unwrap();
+    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Realm"), "realms");
+    let realms: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let realm = |spec: Value| json!({"apiVersion": format!("{group}/v1"), "kind": "Realm", "metadata": {"name": "r"}, "spec": spec});
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let cm = |check: fn(&ConfigMap) -> bool| {
+        let configmaps = configmaps.clone();
+        async move {
+            wait_for("r-cm", TIMEOUT, || async {
+                configmaps.get_opt("r-cm").await.ok().flatten().filter(check)
+            })
+            .await
+        }
+    };
+    for (value, check) in [
+        ("a", (|c| value(c) == Some("a")) as fn(&ConfigMap) -> bool),
+        ("b", |c| value(c) == Some("b")),
+    ] {
+        realms
+            .patch(
+                "r",
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(realm(json!({"namespace": ns.name, "value": value}))),
+            )
+            .await
+            .unwrap();
+        cm(check).await;
+    }
+    realms
+        .patch(
+            "r",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(realm(json!({"namespace": ns.name, "drop": true}))),
+        )
+        .await
+        .unwrap();
+    wait_for("r-cm deleted", TIMEOUT, || async {
+        configmaps.get_opt("r-cm").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    realms.delete("r", &DeleteParams::default()).await.unwrap();
+    controllers.delete(&name, &DeleteParams::default()).await.unwrap();
 }

@@ -7,13 +7,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::routing::post;
-use common::{TestNamespace, client, install_crd, start_stencil_options, unique_group, wait_for};
+use common::{
+    TestNamespace, client, install_crd, open_crd, serve_hooks, start_stencil_options, unique_group, wait_for,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -64,34 +64,19 @@ fn sync_pool(request: &Value) -> Value {
         "attachments": [cm], "resyncAfterSeconds": 1})
 }
 
-/// Serves the hooks above on loopback; `calls` counts the calls of each.
-async fn hook_server(calls: Arc<[AtomicUsize; 3]>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let route = |i: usize, hook: fn(&Value) -> Value| {
-        let calls = calls.clone();
-        post(move |body: String| async move {
-            calls[i].fetch_add(1, Ordering::SeqCst);
-            hook(&serde_json::from_str(&body).unwrap()).to_string()
-        })
-    };
-    let app = axum::Router::new()
-        .route("/sync-roles", route(0, sync_roles))
-        .route("/finalize-roles", route(1, finalize_roles))
-        .route("/sync-pool", route(2, sync_pool));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    address
-}
-
 /// Stencil serving metacontroller's controller objects, with the hooks of the test
 /// named `prefix` at a host only its Stencil resolves.
-async fn start(prefix: &str) -> (Client, String, Arc<[AtomicUsize; 3]>, common::Stencil) {
+async fn start(prefix: &str) -> (Client, String, Arc<Vec<AtomicUsize>>, common::Stencil) {
     let client = client().await;
     for crd in stencil::metacontroller::crds() {
         install_crd(&client, &crd).await;
     }
-    let calls = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
-    let address = hook_server(calls.clone()).await;
+    let (address, calls) = serve_hooks(&[
+        ("/sync-roles", sync_roles),
+        ("/finalize-roles", finalize_roles),
+        ("/sync-pool", sync_pool),
+    ])
+    .await;
     let host = format!("hooks-{prefix}.test");
     let stencil = start_stencil_options(stencil::runtime::Options {
         cluster_definitions: false,
@@ -200,26 +185,11 @@ async fn a_decorator_on_crds_attaches_cluster_roles_and_finalizes_them_when_a_cr
     }
 }
 
-/// A namespaced `Pool` kind in `group` with a status subresource.
-fn pool_crd(group: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("pools.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": "pools", "singular": "pool", "kind": "Pool"},
-            "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
-    }))
-    .unwrap()
-}
-
 #[tokio::test]
 async fn a_decorator_without_a_finalize_hook_writes_status_resyncs_and_leaves_attachments_on_opt_out() {
     let (client, host, calls, _stencil) = start("dcpool").await;
     let group = unique_group();
-    install_crd(&client, &pool_crd(&group)).await;
+    install_crd(&client, &open_crd(&group, "Pool", "pools", "Namespaced")).await;
     let ns = TestNamespace::new(&client, "dcpool").await;
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Pool"), "pools");
     let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns.name, &resource);

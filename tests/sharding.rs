@@ -561,3 +561,82 @@ async fn a_rollout_step_is_judged_on_every_members_share_not_the_leaders_alone()
         ring.logs()
     );
 }
+
+/// Calls of metacontroller hooks a member made.
+async fn hook_calls(p: &Process) -> f64 {
+    let Some((_, body)) = p.get("/metrics").await else {
+        return 0.0;
+    };
+    body.lines()
+        .filter(|l| l.starts_with("stencil_hook_calls_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A sync hook: one ConfigMap per Pool.
+fn pool_sync(request: &serde_json::Value) -> serde_json::Value {
+    let name = request["parent"]["metadata"]["name"].as_str().unwrap_or_default();
+    json!({"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("{name}-cm")}}]})
+}
+
+#[tokio::test]
+async fn metacontroller_controllers_are_served_by_the_rings_leader_alone_and_move_with_it() {
+    let (address, calls) = common::serve_hooks(&[("/sync", pool_sync)]).await;
+    let resolve = format!("--resolve=hooks-shardcompat.test={address}");
+    let mut ring = Ring::start(&["m1", "m2"], 0, &["--compat=metacontroller", &resolve]).await;
+    for crd in stencil::metacontroller::crds() {
+        common::install_crd(&ring.client, &crd).await;
+    }
+    let pool_group = common::unique_group();
+    common::install_crd(
+        &ring.client,
+        &common::open_crd(&pool_group, "Pool", "pools", "Namespaced"),
+    )
+    .await;
+    let controllers: Api<stencil::metacontroller::api::CompositeController> = Api::all(ring.client.clone());
+    let name = format!("pools-{pool_group}");
+    let cc = serde_json::from_value(json!({
+        "apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+        "metadata": {"name": name},
+        "spec": {"parentResource": {"apiVersion": format!("{pool_group}/v1"), "resource": "pools"},
+            "generateSelector": true,
+            "childResources": [{"apiVersion": "v1", "resource": "configmaps"}],
+            "hooks": {"sync": {"webhook": {"url": "http://hooks-shardcompat.test/sync"}}}}
+    }))
+    .unwrap();
+    controllers.create(&Default::default(), &cc).await.unwrap();
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(&pool_group, "v1", "Pool"),
+        "pools",
+    );
+    let pools: Api<DynamicObject> = Api::namespaced_with(ring.client.clone(), &ring.ns.name, &resource);
+    let pool = |name: &str| json!({"apiVersion": format!("{pool_group}/v1"), "kind": "Pool", "metadata": {"name": name}, "spec": {}});
+    pools
+        .patch("p1", &PatchParams::apply("test"), &Patch::Apply(pool("p1")))
+        .await
+        .unwrap();
+    let configmaps = ring.configmaps();
+    wait_for("p1's child", Duration::from_secs(60), || async {
+        configmaps.get_opt("p1-cm").await.ok().flatten()
+    })
+    .await;
+    let leader = wait_for("a leader", Duration::from_secs(60), || ring.leader()).await;
+    let other = if leader == "m1" { "m2" } else { "m1" };
+    assert!(hook_calls(ring.member(&leader)).await >= 1.0);
+    assert_eq!(hook_calls(ring.member(other)).await, 0.0, "only the leader calls hooks");
+    // The leader goes: the other member leads, and serves the controller objects.
+    ring.kill(&leader);
+    pools
+        .patch("p2", &PatchParams::apply("test"), &Patch::Apply(pool("p2")))
+        .await
+        .unwrap();
+    wait_for(
+        "p2's child, made by the new leader",
+        Duration::from_secs(60),
+        || async { configmaps.get_opt("p2-cm").await.ok().flatten() },
+    )
+    .await;
+    assert!(hook_calls(ring.member(other)).await >= 1.0);
+    assert!(calls[0].load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    controllers.delete(&name, &Default::default()).await.unwrap();
+}

@@ -87,6 +87,25 @@ pub struct DefinitionLabel {
     pub definition: String,
 }
 
+/// Labels of a metacontroller hook.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookLabels {
+    /// The controller object, `CompositeController/NAME` or `DecoratorController/NAME`.
+    pub controller: String,
+    /// `sync`, `finalize` or `customize`.
+    pub hook: String,
+}
+
+/// Labels of a metacontroller hook's calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HookResultLabels {
+    /// The hook.
+    #[prometheus(flatten)]
+    pub hook: HookLabels,
+    /// `success`, `busy` (a 429) or `error`.
+    pub result: String,
+}
+
 fn seconds() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
@@ -139,6 +158,10 @@ pub struct Metrics {
     pub conversion_reviews_total: Family<ResultLabel, Counter>,
     /// Time to answer one ConversionReview.
     pub conversion_review_seconds: Histogram,
+    /// Calls of metacontroller hooks by controller object, hook and result.
+    pub hook_calls_total: Family<HookResultLabels, Counter>,
+    /// Time per metacontroller hook call.
+    pub hook_call_seconds: Family<HookLabels, Histogram, fn() -> Histogram>,
     registry: Registry,
 }
 
@@ -175,6 +198,8 @@ impl Metrics {
             rest_client_requests_total: Family::default(),
             conversion_reviews_total: Family::default(),
             conversion_review_seconds: seconds(),
+            hook_calls_total: Family::default(),
+            hook_call_seconds: Family::new_with_constructor(seconds),
             registry: Registry::default(),
         };
         let mut r = Registry::default();
@@ -241,6 +266,16 @@ impl Metrics {
             self.fenced_writes_total.clone(),
         );
         r.register("stencil_definitions", "Definitions by state", self.definitions.clone());
+        r.register(
+            "stencil_hook_calls",
+            "Calls of metacontroller hooks by controller object, hook and result",
+            self.hook_calls_total.clone(),
+        );
+        r.register(
+            "stencil_hook_call_seconds",
+            "Time per metacontroller hook call",
+            self.hook_call_seconds.clone(),
+        );
         r.register("stencil_watched_kinds", "Kinds watched", self.watched_kinds.clone());
         r.register(
             "stencil_shard_members",

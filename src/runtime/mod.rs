@@ -191,18 +191,8 @@ impl Runtime {
         }
         let leadership = leases.leadership();
         let _trusted = webhook.keep_trusted(&leader_client, &leadership, conversions);
+        let _compat = spawn_compat(&leases, &options, &client, &leader_client, &metrics)?;
         let (reports, status_task) = definition_status::start(leader_client, leadership.clone());
-        let _compat = match options.compat_metacontroller {
-            true => {
-                let hooks =
-                    crate::hooks::HookClient::new(options.hook_overrides.clone()).map_err(RuntimeError::Hooks)?;
-                Some(Owned::spawn(crate::compat::metacontroller::serve(
-                    client.clone(),
-                    hooks,
-                )))
-            }
-            false => None,
-        };
         let watches = Watches::new(
             client.clone(),
             options.namespaces.clone(),
@@ -286,6 +276,34 @@ impl Webhook {
         let trusted = webhook::keep_trusted(client.clone(), leadership.clone(), served.webhook.clone(), table);
         Some(Owned::spawn(trusted))
     }
+}
+
+/// `--compat metacontroller`, served by one process only: the leader, or sharded, the
+/// ring's leader through its fence (every member serving every controller object would
+/// call each hook once per member and write each child as many times).
+fn spawn_compat(
+    leases: &Leases,
+    options: &Options,
+    client: &kube::Client,
+    leader_client: &kube::Client,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Owned<()>>, RuntimeError> {
+    if !options.compat_metacontroller {
+        return Ok(None);
+    }
+    let hooks = crate::hooks::HookClient::new(options.hook_overrides.clone()).map_err(RuntimeError::Hooks)?;
+    let metrics = metrics.clone();
+    Ok(Some(match leases.ring_election() {
+        Some(election) => {
+            let (led, client) = (election.led(), leader_client.clone());
+            Owned::spawn(async move {
+                if led.await.is_ok() {
+                    crate::compat::metacontroller::serve(client, hooks, metrics).await;
+                }
+            })
+        }
+        None => Owned::spawn(crate::compat::metacontroller::serve(client.clone(), hooks, metrics)),
+    }))
 }
 
 /// Sharded, the task that assigns the parents to the members once this one leads.

@@ -2,13 +2,14 @@
 //! STENCIL_TEST_KUBECONFIG), a fresh namespace per test, and waiting on a condition with
 //! a deadline instead of sleeping. The submodules hold Stencil run in the test
 //! ([`in_process`]) or as a process ([`process`]), the definitions tests start from
-//! ([`definitions`]), the fault suite's invariants ([`invariants`]) and the rig's API
+//! ([`definitions`]), metacontroller's hooks and kinds ([`hooks`]), the fault suite's invariants ([`invariants`]) and the rig's API
 //! server and etcd ([`apiserver`]).
 
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod definitions;
+pub mod hooks;
 pub mod in_process;
 pub mod invariants;
 pub mod process;
@@ -16,7 +17,7 @@ pub mod tls;
 
 // Every test binary compiles this module and uses a few of its helpers.
 #[allow(unused_imports)]
-pub use {apiserver::*, definitions::*, in_process::*, invariants::*, process::*};
+pub use {apiserver::*, definitions::*, hooks::*, in_process::*, invariants::*, process::*};
 
 use std::future::Future;
 use std::time::Duration;

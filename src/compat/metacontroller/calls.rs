@@ -7,6 +7,7 @@ use std::sync::Arc;
 use kube::ResourceExt as _;
 use serde_json::Value;
 
+use super::metered;
 use super::sync::{Sync, SyncError};
 use crate::hooks::Target;
 use crate::metacontroller::api::Hook;
@@ -40,7 +41,9 @@ impl Sync<'_> {
             hook::object_map(version, self.object, &related.0, &related.1),
             finalizing,
         );
-        let answer = self.post(hook, &body).await?;
+        let answer = self
+            .post(hook, if finalizing { "finalize" } else { "sync" }, &body)
+            .await?;
         let mode = hook
             .webhook
             .as_ref()
@@ -59,7 +62,7 @@ impl Sync<'_> {
             Some(rules) => rules,
             None => {
                 let body = hook::customize_request(&self.ctx.served.object, self.object);
-                let answer = self.post(customize, &body).await?;
+                let answer = self.post(customize, "customize", &body).await?;
                 let rules = Arc::new(hook::customize_response(&answer).map_err(|e| self.refused(e))?);
                 self.ctx.related.cache(uid, generation, rules.clone());
                 rules
@@ -76,18 +79,18 @@ impl Sync<'_> {
             })
     }
 
-    /// Posts `body` to `hook`; its answer's body.
-    async fn post(&self, hook: &Hook, body: &Value) -> Result<bytes::Bytes, SyncError> {
+    /// Posts `body` to `hook` (named `name` in metrics); its answer's body.
+    async fn post(&self, hook: &Hook, name: &str, body: &Value) -> Result<bytes::Bytes, SyncError> {
         let webhook = hook.webhook.clone().unwrap_or_default();
         let target = Target::of(&webhook).map_err(|e| self.refused(e))?;
-        self.ctx
-            .hooks
-            .call(&target, body)
-            .await
-            .map_err(|source| SyncError::Hook {
-                controller: self.ctx.served.name.clone(),
-                parent: self.describe(),
-                source,
-            })
+        let started = std::time::Instant::now();
+        let answer = self.ctx.hooks.client.call(&target, body).await;
+        let metrics = &self.ctx.hooks.metrics;
+        metered::called(metrics, &self.ctx.served.metric_name(), name, started, &answer);
+        answer.map_err(|source| SyncError::Hook {
+            controller: self.ctx.served.name.clone(),
+            parent: self.describe(),
+            source,
+        })
     }
 }

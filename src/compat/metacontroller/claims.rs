@@ -8,6 +8,7 @@ use kube::core::DynamicObject;
 use kube::{Api, Resource as _};
 use serde_json::{Value, json};
 
+use super::resolve::Resolved;
 use super::served::Role;
 use super::sync::{Sync, SyncError};
 use crate::metacontroller::{claim, decorate};
@@ -28,7 +29,7 @@ impl Sync<'_> {
             let listed = api.list(&ListParams::default()).await.map_err(|e| self.api_error(e))?;
             let candidates: Vec<Value> = listed.items.iter().map(|o| resolved.typed(o)).collect();
             match &selector {
-                Some(selector) => owned.extend(self.claim(&api, selector, &candidates).await?),
+                Some(selector) => owned.extend(self.claim(resolved, selector, &candidates).await?),
                 None => owned.extend(decorate::attachments_of(
                     &self.ctx.served.name,
                     self.object,
@@ -42,16 +43,17 @@ impl Sync<'_> {
     /// The candidates the parent owns once orphans are adopted and strays released.
     async fn claim(
         &self,
-        api: &Api<DynamicObject>,
+        resolved: &Resolved,
         selector: &Matcher,
         candidates: &[Value],
     ) -> Result<Vec<Value>, SyncError> {
         let claims = claim::claim(self.object, selector, candidates);
         for orphan in &claims.adopt {
-            self.set_controller(api, orphan, true).await?;
+            self.set_controller(&self.api_of(resolved, orphan), orphan, true)
+                .await?;
         }
         for stray in &claims.release {
-            self.set_controller(api, stray, false).await?;
+            self.set_controller(&self.api_of(resolved, stray), stray, false).await?;
         }
         Ok(claims.owned.into_iter().chain(claims.adopt).collect())
     }

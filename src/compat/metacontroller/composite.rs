@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use kube::{Client, ResourceExt as _};
 
+use super::Hooks;
 use super::resolve::resolve_until_served;
 use super::served::Served;
 use super::watch::serve_parents;
-use crate::hooks::HookClient;
 use crate::metacontroller::api::CompositeController;
 use crate::selector::Matcher;
 
 /// Serves `cc` until dropped.
-pub(super) async fn run(client: Client, hooks: Arc<HookClient>, cc: Arc<CompositeController>) {
+pub(super) async fn run(client: Client, hooks: Arc<Hooks>, cc: Arc<CompositeController>) {
     let name = cc.name_any();
     let labels = match cc.spec.parent_resource.label_selector.as_ref().map(Matcher::new) {
         None => None,

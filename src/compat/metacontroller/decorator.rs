@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use kube::{Client, ResourceExt as _};
 
+use super::Hooks;
 use super::resolve::resolve_until_served;
 use super::served::Served;
 use super::watch::serve_parents;
-use crate::hooks::HookClient;
 use crate::metacontroller::api::DecoratorController;
 use crate::selector::Matcher;
 
 /// Serves `dc` until dropped.
-pub(super) async fn run(client: Client, hooks: Arc<HookClient>, dc: Arc<DecoratorController>) {
+pub(super) async fn run(client: Client, hooks: Arc<Hooks>, dc: Arc<DecoratorController>) {
     let name = dc.name_any();
     let mut attachments = Vec::new();
     for rule in &dc.spec.attachments {

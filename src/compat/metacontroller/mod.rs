@@ -7,6 +7,7 @@ mod calls;
 mod claims;
 mod composite;
 mod decorator;
+mod metered;
 mod related;
 mod report;
 mod resolve;
@@ -30,11 +31,19 @@ use serde::de::DeserializeOwned;
 use crate::hooks::HookClient;
 use crate::metacontroller::api::{CompositeController, DecoratorController};
 use crate::metacontroller::support::{composite_refusals, decorator_refusals};
+use crate::metrics::Metrics;
 use crate::tasks::Owned;
 
-/// Serves every CompositeController and DecoratorController until dropped.
-pub async fn serve(client: Client, hooks: HookClient) {
-    let hooks = Arc::new(hooks);
+/// How hooks are called, and where their calls and the syncs are counted.
+pub(super) struct Hooks {
+    pub(super) client: HookClient,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+/// Serves every CompositeController and DecoratorController until dropped, counting
+/// syncs and hook calls in `metrics`.
+pub async fn serve(client: Client, hooks: HookClient, metrics: Arc<Metrics>) {
+    let hooks = Arc::new(Hooks { client: hooks, metrics });
     tokio::join!(
         serve_kind::<CompositeController>(client.clone(), hooks.clone()),
         serve_kind::<DecoratorController>(client, hooks),
@@ -51,7 +60,7 @@ trait ControllerObject:
     /// Why it is not served; empty when it is.
     fn refusals(&self) -> Vec<String>;
     /// Its controller, until dropped.
-    fn run(self: Arc<Self>, client: Client, hooks: Arc<HookClient>) -> BoxFuture<'static, ()>;
+    fn run(self: Arc<Self>, client: Client, hooks: Arc<Hooks>) -> BoxFuture<'static, ()>;
 }
 
 impl ControllerObject for CompositeController {
@@ -62,7 +71,7 @@ impl ControllerObject for CompositeController {
     fn refusals(&self) -> Vec<String> {
         composite_refusals(&self.spec)
     }
-    fn run(self: Arc<Self>, client: Client, hooks: Arc<HookClient>) -> BoxFuture<'static, ()> {
+    fn run(self: Arc<Self>, client: Client, hooks: Arc<Hooks>) -> BoxFuture<'static, ()> {
         Box::pin(composite::run(client, hooks, self))
     }
 }
@@ -75,13 +84,13 @@ impl ControllerObject for DecoratorController {
     fn refusals(&self) -> Vec<String> {
         decorator_refusals(&self.spec)
     }
-    fn run(self: Arc<Self>, client: Client, hooks: Arc<HookClient>) -> BoxFuture<'static, ()> {
+    fn run(self: Arc<Self>, client: Client, hooks: Arc<Hooks>) -> BoxFuture<'static, ()> {
         Box::pin(decorator::run(client, hooks, self))
     }
 }
 
 /// Serves every controller object of kind `K`.
-async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<HookClient>) {
+async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<Hooks>) {
     let api: Api<K> = Api::all(client.clone());
     let reporter = Reporter {
         controller: crate::labels::FIELD_MANAGER.into(),
@@ -112,7 +121,7 @@ async fn serve_kind<K: ControllerObject>(client: Client, hooks: Arc<HookClient>)
 /// it whether it is served.
 async fn start<K: ControllerObject>(
     client: &Client,
-    hooks: &Arc<HookClient>,
+    hooks: &Arc<Hooks>,
     events: &Recorder,
     running: &mut BTreeMap<String, (K::Spec, Owned<()>)>,
     object: K,

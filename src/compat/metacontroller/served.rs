@@ -76,6 +76,14 @@ impl Served {
         }
     }
 
+    /// Its name in metrics: `CompositeController/NAME` or `DecoratorController/NAME`.
+    pub(super) fn metric_name(&self) -> String {
+        match self.role {
+            Role::Composite { .. } => format!("CompositeController/{}", self.name),
+            Role::Decorator { .. } => format!("DecoratorController/{}", self.name),
+        }
+    }
+
     /// The shape of its hooks' requests and answers.
     pub(super) fn shape(&self) -> Shape {
         match self.role {

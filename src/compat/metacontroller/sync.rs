@@ -20,7 +20,8 @@ use serde_json::Value;
 use super::related::Related;
 use super::resolve::Resolved;
 use super::served::{Role, Served};
-use crate::hooks::{CallError, HookClient};
+use super::{Hooks, metered};
+use crate::hooks::CallError;
 use crate::metacontroller::hook::SyncResponse;
 use crate::metacontroller::lifecycle::{self, Call, Finalizer, Observed};
 use crate::metacontroller::plan::{self, ChildKind, Owner};
@@ -67,7 +68,7 @@ pub(super) enum SyncError {
 /// What every sync of one parent resource of a controller object shares.
 pub(super) struct Context {
     pub(super) client: Client,
-    pub(super) hooks: Arc<HookClient>,
+    pub(super) hooks: Arc<Hooks>,
     pub(super) served: Served,
     pub(super) parent: Resolved,
     pub(super) children: Vec<(Resolved, ChildKind)>,
@@ -79,7 +80,7 @@ pub(super) struct Context {
 impl Context {
     pub(super) fn new(
         client: Client,
-        hooks: Arc<HookClient>,
+        hooks: Arc<Hooks>,
         served: Served,
         parent: Resolved,
         children: Vec<(Resolved, ChildKind)>,
@@ -116,13 +117,17 @@ pub(super) fn error_policy(_: Arc<DynamicObject>, error: &SyncError, _: Arc<Cont
 
 /// Syncs one parent.
 pub(super) async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, SyncError> {
-    let object = serde_json::to_value(parent.as_ref()).unwrap_or_default();
+    // Typed: a listed object of a built-in kind has no apiVersion or kind of its own,
+    // and the children's owner references need them.
+    let object = ctx.parent.typed(&parent);
     let sync = Sync {
         ctx: &ctx,
         parent: &parent,
         object: &object,
     };
+    let started = std::time::Instant::now();
     let outcome = sync.run().await;
+    metered::synced(&ctx.hooks.metrics, &ctx.served.metric_name(), started, outcome.is_ok());
     if let Err(error) = &outcome {
         let reason = match error {
             SyncError::Hook { .. } => "HookFailed",
@@ -239,10 +244,21 @@ impl Sync<'_> {
         }
     }
 
-    /// The API of `resource` where the parent's children live.
+    /// The API of `resource` where the parent's children live: the parent's namespace, or
+    /// every namespace under a cluster-scoped parent.
     pub(super) fn api(&self, resolved: &Resolved) -> Api<DynamicObject> {
-        match (resolved.namespaced, self.parent.namespace()) {
-            (true, Some(ns)) => Api::namespaced_with(self.ctx.client.clone(), &ns, &resolved.resource),
+        self.api_in(resolved, self.parent.namespace().as_deref())
+    }
+
+    /// The API of `resource` where `object` lives (a cluster-scoped parent's children are
+    /// written in their own namespaces).
+    pub(super) fn api_of(&self, resolved: &Resolved, object: &Value) -> Api<DynamicObject> {
+        self.api_in(resolved, object.pointer("/metadata/namespace").and_then(Value::as_str))
+    }
+
+    fn api_in(&self, resolved: &Resolved, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (resolved.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(self.ctx.client.clone(), ns, &resolved.resource),
             _ => Api::all_with(self.ctx.client.clone(), &resolved.resource),
         }
     }

@@ -13,11 +13,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Controller, WatchStreamExt as _, watcher};
 use kube::{Api, Client, ResourceExt as _};
 
+use super::Hooks;
 use super::related::Related;
 use super::resolve::Resolved;
 use super::served::{Role, Served};
 use super::sync::{Context, error_policy, reconcile};
-use crate::hooks::HookClient;
 use crate::metacontroller::claim;
 use crate::metacontroller::plan::ChildKind;
 
@@ -28,7 +28,7 @@ const CONCURRENCY: u16 = 16;
 /// `served` until dropped.
 pub(super) async fn serve_parents(
     client: Client,
-    hooks: Arc<HookClient>,
+    hooks: Arc<Hooks>,
     served: Served,
     parent: Resolved,
     children: Vec<(Resolved, ChildKind)>,

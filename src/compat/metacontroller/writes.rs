@@ -24,7 +24,7 @@ impl Sync<'_> {
         }) else {
             return Ok(());
         };
-        let api = self.api(resolved);
+        let api = self.api_of(resolved, object);
         let name = field(object, "/metadata/name");
         let result = match &write {
             Write::Forget(_) => {
