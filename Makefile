@@ -29,12 +29,13 @@ build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
 .PHONY: chart
-chart: build ## Regenerate the chart's CRDs, editor schema, bundled operators and their RBAC (tests fail when stale)
+chart: build ## Regenerate the chart's CRDs, editor schema, bundled operators and their RBAC, and the book's reference page (tests fail when stale)
 	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
 	$(STENCIL) crd --compat metacontroller > charts/stencil/files/metacontroller-crds.yaml
 	mkdir -p schemas charts/stencil/schemas
 	$(STENCIL) schema > schemas/operatordefinition.schema.json
 	cp schemas/operatordefinition.schema.json charts/stencil/schemas/
+	$(STENCIL) schema --format markdown > docs/src/reference/operatordefinition.md
 	cp operators/*.yaml charts/stencil/operators/
 	$(STENCIL) rbac --definitions operators/ --no-cluster-definitions --format values > charts/stencil/files/bundled-rbac.yaml
 

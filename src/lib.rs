@@ -15,7 +15,7 @@
 // cluster side only.
 pub use stencil_core::{
     applied, compact_schema, compile, convert, definition, gvk, json_schema, labels, metacontroller, offline, render,
-    rollout, yaml,
+    rollout, schema_reference, yaml,
 };
 pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector, shard};
 

@@ -42,12 +42,14 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Render(args) => commands::render(&args),
         Command::Test { paths, update } => commands::test(&paths, update),
         Command::Crd { definitions, compat } => commands::crd(&definitions, compat),
-        Command::Schema { rewrite: None } => commands::schema::print(),
+        Command::Schema { rewrite: None, format } => commands::schema::print(format),
         Command::Schema {
             rewrite: Some(SchemaRewrite::Compact { paths }),
+            ..
         } => commands::schema::rewrite(&paths, Rewrite::Compact),
         Command::Schema {
             rewrite: Some(SchemaRewrite::Expand { paths }),
+            ..
         } => commands::schema::rewrite(&paths, Rewrite::Expand),
         Command::New(args) => commands::new(&args),
         Command::Diff(args) => Ok(commands::diff(&args)),

@@ -55,6 +55,10 @@ pub enum Command {
     /// Print the JSON Schema of an OperatorDefinition file, for editors; or rewrite
     /// definitions' CRD schemas between OpenAPI and the compact form.
     Schema {
+        /// What to print without a rewrite: the editor's JSON Schema, or the book's
+        /// reference page made from it.
+        #[arg(long, value_enum, default_value = "json")]
+        format: SchemaFormat,
         /// A rewrite; without one, the editor's JSON Schema is printed.
         #[command(subcommand)]
         rewrite: Option<SchemaRewrite>,
@@ -287,6 +291,15 @@ pub enum RbacFormat {
     Manifests,
     /// Helm values for charts/stencil.
     Values,
+}
+
+/// What `stencil schema` prints.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SchemaFormat {
+    /// The JSON Schema of a definition file.
+    Json,
+    /// The OperatorDefinition reference page, in Markdown.
+    Markdown,
 }
 
 /// The rewrites of `stencil schema`, each printing the definitions it read.

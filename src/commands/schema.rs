@@ -15,6 +15,7 @@ use stencil::source::files;
 use stencil::yaml;
 
 use super::FAILED;
+use crate::cli::SchemaFormat;
 
 /// Which way a rewrite goes.
 #[derive(Debug, Clone, Copy)]
@@ -25,9 +26,13 @@ pub enum Rewrite {
     Expand,
 }
 
-/// Prints the editor's JSON Schema.
-pub fn print() -> Result<ExitCode> {
-    println!("{:#}", stencil::json_schema::definition_schema());
+/// Prints the editor's JSON Schema, or the reference page made from it.
+pub fn print(format: SchemaFormat) -> Result<ExitCode> {
+    let schema = stencil::json_schema::definition_schema();
+    match format {
+        SchemaFormat::Json => println!("{schema:#}"),
+        SchemaFormat::Markdown => print!("{}", stencil::schema_reference::reference_page(&schema)),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

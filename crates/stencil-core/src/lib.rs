@@ -32,6 +32,7 @@ pub mod readiness;
 pub mod render;
 pub mod rollout;
 pub mod schema_change;
+pub mod schema_reference;
 pub mod selector;
 pub mod shard;
 pub mod structural;
