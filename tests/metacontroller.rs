@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::routing::post;
-use common::{
-    TestNamespace, client, install_crd, open_crd, serve_hooks, start_stencil_options, unique_group, wait_for,
-};
+use common::{TestNamespace, client, compat_stencil, install_crd, open_crd, serve_hooks, unique_group, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -71,9 +69,6 @@ fn decorator(name: &str) -> Value {
 #[tokio::test]
 async fn controller_objects_written_for_metacontroller_are_stored_unchanged() {
     let client = client().await;
-    for crd in stencil::metacontroller::crds() {
-        install_crd(&client, &crd).await;
-    }
     let composites: Api<CompositeController> = Api::all(client.clone());
     let decorators: Api<DecoratorController> = Api::all(client.clone());
     let name = format!("compat-{}", std::process::id());
@@ -160,21 +155,12 @@ impl Rig {
     /// Stencil serving CompositeControllers, a fresh `Pool` kind and a namespace.
     async fn start(prefix: &str) -> Rig {
         let client = client().await;
-        for crd in stencil::metacontroller::crds() {
-            install_crd(&client, &crd).await;
-        }
         let group = unique_group();
         install_crd(&client, &open_crd(&group, "Pool", "pools", "Namespaced")).await;
         let ns = TestNamespace::new(&client, prefix).await;
         let (calls, finalized) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
         let address = hook_server(calls.clone(), finalized.clone()).await;
-        let stencil = start_stencil_options(stencil::runtime::Options {
-            cluster_definitions: false,
-            compat_metacontroller: true,
-            hook_overrides: [(hooks_host(prefix), address)].into(),
-            ..Default::default()
-        })
-        .await;
+        let stencil = compat_stencil(&client, &hooks_host(prefix), address).await;
         let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Pool"), "pools");
         Rig {
             pools: Api::namespaced_with(client.clone(), &ns.name, &resource),
@@ -614,21 +600,12 @@ fn realm_sync(request: &Value) -> Value {
 #[tokio::test]
 async fn a_cluster_scoped_parents_children_are_written_in_their_own_namespaces() {
     let client = client().await;
-    for crd in stencil::metacontroller::crds() {
-        install_crd(&client, &crd).await;
-    }
     let group = unique_group();
     install_crd(&client, &open_crd(&group, "Realm", "realms", "Cluster")).await;
     let ns = TestNamespace::new(&client, "mcrealm").await;
     let (address, _) = serve_hooks(&[("/sync", realm_sync)]).await;
     let host = format!("hooks-{group}.test");
-    let _stencil = start_stencil_options(stencil::runtime::Options {
-        cluster_definitions: false,
-        compat_metacontroller: true,
-        hook_overrides: [(host.clone(), address)].into(),
-        ..Default::default()
-    })
-    .await;
+    let _stencil = compat_stencil(&client, &host, address).await;
     let controllers: Api<CompositeController> = Api::all(client.clone());
     let name = format!("realms-{group}");
     let cc: CompositeController = serde_json::from_value(json!({

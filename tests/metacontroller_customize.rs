@@ -9,9 +9,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{
-    TestNamespace, client, install_crd, open_crd, serve_hooks, start_stencil_options, unique_group, wait_for,
-};
+use common::{TestNamespace, client, compat_stencil, install_crd, open_crd, serve_hooks, unique_group, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -58,9 +56,6 @@ fn shared(name: &str, value: &str) -> ConfigMap {
 #[tokio::test]
 async fn related_objects_in_another_namespace_are_sent_and_their_changes_sync_the_parent() {
     let client = client().await;
-    for crd in stencil::metacontroller::crds() {
-        install_crd(&client, &crd).await;
-    }
     let group = unique_group();
     install_crd(&client, &open_crd(&group, "Share", "shares", "Namespaced")).await;
     let (home, source) = (
@@ -70,13 +65,7 @@ async fn related_objects_in_another_namespace_are_sent_and_their_changes_sync_th
     let (address, calls) = serve_hooks(&[("/customize", customize), ("/sync", sync)]).await;
     // A host of this run's own: a controller object left by an earlier run cannot call in.
     let host = format!("hooks-{group}.test");
-    let _stencil = start_stencil_options(stencil::runtime::Options {
-        cluster_definitions: false,
-        compat_metacontroller: true,
-        hook_overrides: [(host.clone(), address)].into(),
-        ..Default::default()
-    })
-    .await;
+    let _stencil = compat_stencil(&client, &host, address).await;
     let sources: Api<ConfigMap> = Api::namespaced(client.clone(), &source.name);
     let copies: Api<ConfigMap> = Api::namespaced(client.clone(), &home.name);
     sources

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{
-    TestNamespace, client, install_crd, open_crd, serve_hooks, start_stencil_options, unique_group, wait_for,
-};
+use common::{TestNamespace, client, compat_stencil, install_crd, open_crd, serve_hooks, unique_group, wait_for};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -68,9 +66,6 @@ fn sync_pool(request: &Value) -> Value {
 /// named `prefix` at a host only its Stencil resolves.
 async fn start(prefix: &str) -> (Client, String, Arc<Vec<AtomicUsize>>, common::Stencil) {
     let client = client().await;
-    for crd in stencil::metacontroller::crds() {
-        install_crd(&client, &crd).await;
-    }
     let (address, calls) = serve_hooks(&[
         ("/sync-roles", sync_roles),
         ("/finalize-roles", finalize_roles),
@@ -78,13 +73,7 @@ async fn start(prefix: &str) -> (Client, String, Arc<Vec<AtomicUsize>>, common::
     ])
     .await;
     let host = format!("hooks-{prefix}.test");
-    let stencil = start_stencil_options(stencil::runtime::Options {
-        cluster_definitions: false,
-        compat_metacontroller: true,
-        hook_overrides: [(host.clone(), address)].into(),
-        ..Default::default()
-    })
-    .await;
+    let stencil = compat_stencil(&client, &host, address).await;
     (client, host, calls, stencil)
 }
 

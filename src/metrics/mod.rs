@@ -172,6 +172,23 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one reconcile of controller `name` that took `seconds`, as
+    /// controller-runtime does: its time, its result and, when it failed, an error.
+    pub fn reconciled(&self, name: &str, seconds: f64, succeeded: bool) {
+        let label = controller(name);
+        self.reconcile_time_seconds.get_or_create(&label).observe(seconds);
+        let result = if succeeded { "success" } else { "error" };
+        self.reconcile_total
+            .get_or_create(&ResultLabels {
+                controller: name.to_string(),
+                result: result.into(),
+            })
+            .inc();
+        if !succeeded {
+            self.reconcile_errors_total.get_or_create(&label).inc();
+        }
+    }
+
     /// A fresh set of metrics, all zero; the runtime makes one per process and passes it on.
     pub fn new() -> Metrics {
         let m = Metrics {

@@ -115,26 +115,9 @@ impl Counted {
 
     /// The pass ended, successfully or not.
     fn finish(self, ctx: &Context, succeeded: bool) {
-        let name = &ctx.def.name;
         self.in_flight.dec();
         ctx.metrics
-            .reconcile_time_seconds
-            .get_or_create(&metrics::controller(name))
-            .observe(self.started.elapsed().as_secs_f64());
-        let result = if succeeded { "success" } else { "error" };
-        ctx.metrics
-            .reconcile_total
-            .get_or_create(&metrics::ResultLabels {
-                controller: name.clone(),
-                result: result.into(),
-            })
-            .inc();
-        if !succeeded {
-            ctx.metrics
-                .reconcile_errors_total
-                .get_or_create(&metrics::controller(name))
-                .inc();
-        }
+            .reconciled(&ctx.def.name, self.started.elapsed().as_secs_f64(), succeeded);
     }
 }
 

@@ -10,6 +10,22 @@ use axum::routing::post;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Value, json};
 
+/// Stencil serving metacontroller's controller objects, their CRDs installed first, with
+/// the hooks of `host` called at `address`. A host of the test's own keeps a controller
+/// object of another test (or one an earlier run left) from calling into this test.
+pub async fn compat_stencil(client: &kube::Client, host: &str, address: SocketAddr) -> super::Stencil {
+    for crd in stencil::metacontroller::crds() {
+        super::install_crd(client, &crd).await;
+    }
+    super::start_stencil_options(stencil::runtime::Options {
+        cluster_definitions: false,
+        compat_metacontroller: true,
+        hook_overrides: [(host.to_string(), address)].into(),
+        ..Default::default()
+    })
+    .await
+}
+
 /// A hook: the answer to a request.
 pub type Hook = fn(&Value) -> Value;
 

@@ -17,10 +17,10 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Api, Client, ResourceExt as _};
 use serde_json::Value;
 
+use super::Hooks;
 use super::related::Related;
 use super::resolve::Resolved;
 use super::served::{Role, Served};
-use super::{Hooks, metered};
 use crate::hooks::CallError;
 use crate::metacontroller::hook::SyncResponse;
 use crate::metacontroller::lifecycle::{self, Call, Finalizer, Observed};
@@ -127,7 +127,11 @@ pub(super) async fn reconcile(parent: Arc<DynamicObject>, ctx: Arc<Context>) -> 
     };
     let started = std::time::Instant::now();
     let outcome = sync.run().await;
-    metered::synced(&ctx.hooks.metrics, &ctx.served.metric_name(), started, outcome.is_ok());
+    ctx.hooks.metrics.reconciled(
+        &ctx.served.metric_name(),
+        started.elapsed().as_secs_f64(),
+        outcome.is_ok(),
+    );
     if let Err(error) = &outcome {
         let reason = match error {
             SyncError::Hook { .. } => "HookFailed",
