@@ -29,20 +29,22 @@ build: ## Build the stencil binary
 	$(CARGO) build --locked --bin stencil
 
 .PHONY: chart
-chart: build ## Regenerate the chart's CRDs, editor schema, bundled operators and their RBAC, and the book's reference page (tests fail when stale)
+chart: build ## Regenerate the chart's CRDs, editor schema, bundled operators and their RBAC, and the book's generated reference pages (tests fail when stale)
 	$(STENCIL) crd > charts/stencil/crds/operatordefinitions.stencil.dev.yaml
 	$(STENCIL) crd --compat metacontroller > charts/stencil/files/metacontroller-crds.yaml
 	mkdir -p schemas charts/stencil/schemas
 	$(STENCIL) schema > schemas/operatordefinition.schema.json
 	cp schemas/operatordefinition.schema.json charts/stencil/schemas/
 	$(STENCIL) schema --format markdown > docs/src/reference/operatordefinition.md
+	$(STENCIL) commands-page > docs/src/reference/cli.md
 	cp operators/*.yaml charts/stencil/operators/
 	$(STENCIL) rbac --definitions operators/ --no-cluster-definitions --format values > charts/stencil/files/bundled-rbac.yaml
 
 .PHONY: golden
-golden: build ## Validate the bundled operators and run their golden cases
+golden: build ## Validate the bundled operators, run their golden cases, check the docs' snippets and links
 	$(STENCIL) validate operators/
 	$(STENCIL) test tests/golden
+	$(CARGO) test --locked --test docs
 
 .PHONY: integration
 integration: ## Integration tests against the rig (or STENCIL_TEST_KUBECONFIG's cluster)
@@ -75,6 +77,13 @@ bench: ## Benchmarks on the rig: BENCH_N (1000), BENCH_LATENCY_SAMPLES (200), BE
 bench-smoke: build ## A tiny benchmark run (N=20) on a running rig, so the harness cannot rot
 	BENCH_N=20 BENCH_LATENCY_SAMPLES=5 BENCH_IDLE_SECONDS=5 BENCH_RESYNC_SECONDS=10 BENCH_KRO=0 BENCH_DECORATE_OTHERS=50 \
 	STENCIL_BIN=$(STENCIL) $(CARGO) test --locked --bench rig
+
+.PHONY: docs
+docs: ## Build the book (docs/) into target/book; installs mdBook with cargo if missing; fails on any warning
+	@command -v mdbook >/dev/null || cargo install --locked mdbook
+	@mkdir -p target
+	@mdbook build docs > target/mdbook.log 2>&1; status=$$?; cat target/mdbook.log; \
+	  test $$status -eq 0 && ! grep -Eiq 'warn|error' target/mdbook.log
 
 .PHONY: testenv-build
 testenv-build: ## Build (or reuse) the rig's pinned upstream binaries

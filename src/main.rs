@@ -56,6 +56,10 @@ fn dispatch(command: Command) -> Result<ExitCode> {
         Command::Convert(args) => commands::convert(&args),
         Command::Argocd { definitions } => commands::argocd(&definitions),
         Command::Rollout { action } => commands::rollout::run(&action),
+        Command::CommandsPage => {
+            print!("{}", cli::reference::page());
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use stencil::definition::OperatorDefinition;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The README's compact example, served in `group`, with one ConfigMap child.
+/// The book's compact example (concepts/definitions.md), served in `group`, with one ConfigMap child.
 fn databases(group: &str) -> OperatorDefinition {
     stencil::yaml::document(&databases_text(group)).unwrap()
 }

@@ -55,7 +55,7 @@ pub(super) async fn run(client: &Client, dir: &Path, n: usize, results: &mut BTr
     }
 }
 
-/// B4's keys are the plain `shard_*` ones the README quotes; B1b's carry its name.
+/// B4's keys are the plain `shard_*` ones benches/README.md quotes; B1b's carry its name.
 fn prefix(key: &str) -> String {
     if key == "b4" { String::new() } else { format!("{key}_") }
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub mod reference;
 mod run;
 
 use run::seconds;
@@ -84,6 +85,9 @@ pub enum Command {
         #[arg(long = "definitions", required = true)]
         definitions: Vec<PathBuf>,
     },
+    /// Print the book's command-line page (docs/src/reference/cli.md), for `make chart`.
+    #[command(hide = true)]
+    CommandsPage,
 }
 
 /// `stencil rollout` actions.

@@ -272,7 +272,7 @@ async fn through_cluster(
 /// lands there. Discovery is one API server's answer: with several API servers behind a
 /// load balancer, another may still store at the old version for as long as its CRD
 /// watch lags (usually well under a second), and the cluster offers no stable way to ask
-/// each (the StorageVersion API is alpha); the README says so.
+/// each (the StorageVersion API is alpha); the book says so (concepts/versions.md).
 async fn wait_until_storing(
     client: &kube::Client,
     def: &CompiledDefinition,
