@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod applied;
+pub mod cel_dialect;
 pub mod compact_schema;
 pub mod compile;
 pub mod conditions;

@@ -1,0 +1,163 @@
+//! CEL, Stencil's second expression dialect beside minijinja: a string holding `${...}`
+//! segments, as kro writes them, parsed once and evaluated over a JSON context. A string
+//! that is one `${...}` alone evaluates to the expression's value with its type (a list
+//! stays a list); segments within other text are joined as strings.
+
+use std::sync::{Arc, LazyLock};
+
+use serde_json::Value;
+
+/// What went wrong in a CEL string, and where.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CelError {
+    /// A `${` without its closing `}`.
+    #[error("column {column}: `${{` is never closed")]
+    Unclosed {
+        /// Where the `${` is, counting characters from 1.
+        column: usize,
+    },
+    /// An expression that does not parse.
+    #[error("column {column}: `{expression}` is not CEL: {message}")]
+    Parse {
+        /// Where the expression's `${` is, counting characters from 1.
+        column: usize,
+        /// The expression, without `${` and `}`.
+        expression: String,
+        /// The parser's word.
+        message: String,
+    },
+    /// An expression that failed while evaluating.
+    #[error("`{expression}` failed: {message}")]
+    Evaluate {
+        /// The expression, without `${` and `}`.
+        expression: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// One piece of a CEL string.
+#[derive(Debug)]
+enum Part {
+    Text(String),
+    Expression { source: String, program: cel::Program },
+}
+
+/// A string with `${...}` segments, compiled.
+#[derive(Debug)]
+pub struct CelString {
+    parts: Vec<Part>,
+}
+
+/// The environment every expression compiles in: the standard library, its macros
+/// (`has`, `all`, `exists`, `map`, `filter`), optional values (`.?`, `orValue`) and the
+/// strings, lists, math and base64 extensions.
+static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
+    let mut env = cel::Env::stdlib();
+    let extensions = [
+        cel::extensions::strings,
+        cel::extensions::lists,
+        cel::extensions::math,
+        cel::extensions::encoders,
+    ];
+    for extension in extensions {
+        env.add_extension(extension)
+            .expect("the extensions declare distinct functions");
+    }
+    env.set_error_on_duplicate_map_keys(false);
+    Arc::new(env)
+});
+
+/// Whether `text` holds a `${...}` segment at all.
+pub fn has_expressions(text: &str) -> bool {
+    text.contains("${")
+}
+
+/// Compiles every `${...}` segment of `text`; columns in errors count from 1.
+pub fn parse(text: &str) -> Result<CelString, CelError> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(start) = rest.find("${") {
+        if start > 0 {
+            parts.push(Part::Text(rest[..start].to_string()));
+        }
+        let body = &rest[start + 2..];
+        let column = text[..offset + start].chars().count() + 1;
+        let end = closing_brace(body).ok_or(CelError::Unclosed { column })?;
+        let source = body[..end].trim().to_string();
+        let program = ENV.compile(&source).map_err(|e| CelError::Parse {
+            column,
+            expression: source.clone(),
+            message: e.to_string(),
+        })?;
+        parts.push(Part::Expression { source, program });
+        offset += start + 2 + end + 1;
+        rest = &body[end + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(Part::Text(rest.to_string()));
+    }
+    Ok(CelString { parts })
+}
+
+/// Where the `}` that closes an expression is, skipping nested braces and string
+/// literals.
+fn closing_brace(body: &str) -> Option<usize> {
+    let (mut depth, mut quote, mut escaped) = (0usize, None::<char>, false);
+    for (i, c) in body.char_indices() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '{') => depth += 1,
+            (None, '}') if depth == 0 => return Some(i),
+            (None, '}') => depth -= 1,
+            (None, _) => {}
+        }
+    }
+    None
+}
+
+impl CelString {
+    /// The string's value with `variables` (a JSON object's members) in scope.
+    pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<Value, CelError> {
+        let mut context = cel::Context::with_env(ENV.clone());
+        for (name, value) in variables {
+            let value = cel::to_value(value).map_err(|e| CelError::Evaluate {
+                expression: name.clone(),
+                message: e.to_string(),
+            })?;
+            context.add_variable_from_value(name.clone(), value);
+        }
+        if let [Part::Expression { source, program }] = self.parts.as_slice() {
+            return run(source, program, &context);
+        }
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(text) => out.push_str(text),
+                Part::Expression { source, program } => match run(source, program, &context)? {
+                    Value::String(s) => out.push_str(&s),
+                    other => out.push_str(&other.to_string()),
+                },
+            }
+        }
+        Ok(Value::String(out))
+    }
+}
+
+/// Runs one program and turns its value into JSON.
+fn run(source: &str, program: &cel::Program, context: &cel::Context) -> Result<Value, CelError> {
+    let failed = |message: String| CelError::Evaluate {
+        expression: source.to_string(),
+        message,
+    };
+    let value = program.execute(context).map_err(|e| failed(e.to_string()))?;
+    value.json().map_err(|e| failed(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;
