@@ -3,6 +3,8 @@
 //! that is one `${...}` alone evaluates to the expression's value with its type (a list
 //! stays a list); segments within other text are joined as strings.
 
+mod kro;
+
 use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
@@ -51,7 +53,7 @@ pub struct CelString {
 
 /// The environment every expression compiles in: the standard library, its macros
 /// (`has`, `all`, `exists`, `map`, `filter`), optional values (`.?`, `orValue`) and the
-/// strings, lists, math and base64 extensions.
+/// strings, lists, math and base64 extensions, and kro's own functions.
 static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     let mut env = cel::Env::stdlib();
     let extensions = [
@@ -59,6 +61,7 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
         cel::extensions::lists,
         cel::extensions::math,
         cel::extensions::encoders,
+        kro::extension,
     ];
     for extension in extensions {
         env.add_extension(extension)

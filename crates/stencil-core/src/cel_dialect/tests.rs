@@ -57,6 +57,21 @@ fn the_functions_kro_examples_use_are_there() {
 }
 
 #[test]
+fn kros_hashes_give_what_go_gives() {
+    let cases = [
+        (
+            "${base64.encode(hash.sha256('web'))}",
+            json!("S15X9usvQrkDmz0eE5KSlfIxdJxRDL40HNaANtmvl+I="),
+        ),
+        ("${base64.encode(hash.md5('web'))}", json!("JWel7JcF63rCyYQDPgYYnQ==")),
+        ("${base64.encode(hash.fnv64a('web'))}", json!("XqDhGUhyHvE=")),
+    ];
+    for (text, want) in cases {
+        assert_eq!(eval(text, schema()), Ok(want), "{text}");
+    }
+}
+
+#[test]
 fn errors_say_where_and_what() {
     assert_eq!(
         eval("name: ${schema.spec.name", schema()),
