@@ -71,11 +71,6 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     Arc::new(env)
 });
 
-/// Whether `text` holds a `${...}` segment at all.
-pub fn has_expressions(text: &str) -> bool {
-    text.contains("${")
-}
-
 /// Compiles every `${...}` segment of `text`; columns in errors count from 1.
 pub fn parse(text: &str) -> Result<CelString, CelError> {
     let mut parts = Vec::new();

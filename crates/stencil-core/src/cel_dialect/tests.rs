@@ -6,6 +6,13 @@ fn eval(text: &str, variables: Value) -> Result<Value, CelError> {
     parse(text)?.evaluate(variables.as_object().unwrap())
 }
 
+/// Each text evaluates to its value over `schema()`.
+fn assert_cases(cases: &[(&str, Value)]) {
+    for (text, want) in cases {
+        assert_eq!(eval(text, schema()).as_ref(), Ok(want), "{text}");
+    }
+}
+
 fn schema() -> Value {
     json!({"schema": {"spec": {"name": "web", "replicas": 3, "tags": ["a", "b"], "env": {"mode": "prod"}}}})
 }
@@ -51,9 +58,7 @@ fn the_functions_kro_examples_use_are_there() {
         ("${schema.spec.name.substring(1)}", json!("eb")),
         ("${base64.encode(b'web')}", json!("d2Vi")),
     ];
-    for (text, want) in cases {
-        assert_eq!(eval(text, schema()), Ok(want), "{text}");
-    }
+    assert_cases(&cases);
 }
 
 #[test]
@@ -66,9 +71,7 @@ fn kros_hashes_give_what_go_gives() {
         ("${base64.encode(hash.md5('web'))}", json!("JWel7JcF63rCyYQDPgYYnQ==")),
         ("${base64.encode(hash.fnv64a('web'))}", json!("XqDhGUhyHvE=")),
     ];
-    for (text, want) in cases {
-        assert_eq!(eval(text, schema()), Ok(want), "{text}");
-    }
+    assert_cases(&cases);
 }
 
 #[test]
