@@ -120,8 +120,9 @@ fn closing_brace(body: &str) -> Option<usize> {
 }
 
 impl CelString {
-    /// The string's value with `variables` (a JSON object's members) in scope.
-    pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<Value, CelError> {
+    /// The string's value with `variables` (a JSON object's members) in scope; `None`
+    /// when it is one `${omit()}`, which leaves out the field it is the value of.
+    pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<Option<Value>, CelError> {
         let mut context = cel::Context::with_env(ENV.clone());
         for (name, value) in variables {
             let value = cel::to_value(value).map_err(|e| CelError::Evaluate {
@@ -131,30 +132,63 @@ impl CelString {
             context.add_variable_from_value(name.clone(), value);
         }
         if let [Part::Expression { source, program }] = self.parts.as_slice() {
-            return run(source, program, &context);
+            let value = execute(source, program, &context)?;
+            return match kro::is_omit(&value) {
+                true => Ok(None),
+                false => json(source, value).map(Some),
+            };
         }
         let mut out = String::new();
         for part in &self.parts {
             match part {
                 Part::Text(text) => out.push_str(text),
-                Part::Expression { source, program } => match run(source, program, &context)? {
+                Part::Expression { source, program } => match json(source, execute(source, program, &context)?)? {
                     Value::String(s) => out.push_str(&s),
                     other => out.push_str(&other.to_string()),
                 },
             }
         }
-        Ok(Value::String(out))
+        Ok(Some(Value::String(out)))
     }
 }
 
-/// Runs one program and turns its value into JSON.
-fn run(source: &str, program: &cel::Program, context: &cel::Context) -> Result<Value, CelError> {
-    let failed = |message: String| CelError::Evaluate {
+/// Runs one program.
+fn execute(source: &str, program: &cel::Program, context: &cel::Context) -> Result<cel::Value, CelError> {
+    program
+        .execute(context)
+        .map_err(|e| evaluate_error(source, e.to_string()))
+}
+
+/// `value` as JSON, a whole double written as an integer as Go writes it, so that an
+/// integer field gets an integer; `omit()` anywhere but a field's whole value fails.
+fn json(source: &str, value: cel::Value) -> Result<Value, CelError> {
+    if kro::holds_omit(&value) {
+        return Err(evaluate_error(
+            source,
+            "omit() must be the whole value of a field".to_string(),
+        ));
+    }
+    let json = value.json().map_err(|e| evaluate_error(source, e.to_string()))?;
+    Ok(whole_numbers(json))
+}
+
+fn whole_numbers(json: Value) -> Value {
+    match json {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < i64::MAX as f64 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(whole_numbers).collect()),
+        Value::Object(members) => Value::Object(members.into_iter().map(|(k, v)| (k, whole_numbers(v))).collect()),
+        other => other,
+    }
+}
+
+fn evaluate_error(source: &str, message: String) -> CelError {
+    CelError::Evaluate {
         expression: source.to_string(),
         message,
-    };
-    let value = program.execute(context).map_err(|e| failed(e.to_string()))?;
-    value.json().map_err(|e| failed(e.to_string()))
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,16 @@ use serde_json::json;
 use super::*;
 
 fn eval(text: &str, variables: Value) -> Result<Value, CelError> {
-    parse(text)?.evaluate(variables.as_object().unwrap())
+    let value = parse(text)?.evaluate(variables.as_object().unwrap())?;
+    Ok(value.expect("a value, not omit()"))
+}
+
+/// The message of the evaluation error `text` gives over `schema()`.
+fn failure(text: &str) -> String {
+    match eval(text, schema()) {
+        Err(CelError::Evaluate { message, .. }) => message,
+        other => panic!("{text}: an evaluation error, got {other:?}"),
+    }
 }
 
 /// Each text evaluates to its value over `schema()`.
@@ -72,6 +81,95 @@ fn kros_hashes_give_what_go_gives() {
         ("${base64.encode(hash.fnv64a('web'))}", json!("XqDhGUhyHvE=")),
     ];
     assert_cases(&cases);
+}
+
+/// Each value is the one kro v0.9.4 gives for the same expression over the same
+/// `schema`, computed with kro's own CEL environment.
+#[test]
+fn kros_seeded_random_values_are_kros() {
+    let cases = [
+        ("${random.seededString(10, 'web')}", json!("m5u18wmmm5")),
+        (
+            "${random.seededString(20, schema.spec.name)}",
+            json!("m5u18wmmm5u18wmmm5u1"),
+        ),
+        ("${random.seededString(1, '')}", json!("e")),
+        ("${random.seededInt(30000, 32768, 'web')}", json!(30921)),
+        ("${random.seededInt(-5, 5, 'abc')}", json!(-1)),
+        (
+            "${random.seededInt(0, 9223372036854775807, 'x')}",
+            json!(3274422879871479876_i64),
+        ),
+    ];
+    assert_cases(&cases);
+    assert!(failure("${random.seededString(0, 'web')}").contains("length must be positive"));
+    assert!(failure("${random.seededInt(5, 5, 'web')}").contains("min must be less than max"));
+}
+
+#[test]
+fn kros_json_functions_write_and_read_as_go_does() {
+    let cases = [
+        (
+            r#"${json.marshal({'b': 1, 'a': [true, null, 'x<y&z'], 'c': 1.5, 'd': 1e21, 'e': 0.0000001, 'f': 2.0})}"#,
+            json!(r#"{"a":[true,null,"x\u003cy\u0026z"],"b":1,"c":1.5,"d":1e+21,"e":1e-7,"f":2}"#),
+        ),
+        (
+            "${json.marshal(schema.spec)}",
+            json!(r#"{"env":{"mode":"prod"},"name":"web","replicas":3,"tags":["a","b"]}"#),
+        ),
+        ("${json.marshal(b'hi')}", json!(r#""aGk=""#)),
+        (
+            r#"${json.marshal('tab\tnl\nq"bs\\ \u0001 \u2028 \b \f')}"#,
+            json!(r#""tab\tnl\nq\"bs\\ \u0001 \u2028 \b \f""#),
+        ),
+        (
+            r#"${json.unmarshal('{"a": 1, "b": [1.5, "x"]}')}"#,
+            json!({"a": 1, "b": [1.5, "x"]}),
+        ),
+        (r#"${json.unmarshal('{"a": 1}').a == 1}"#, json!(true)),
+        (r#"${string(json.unmarshal('{"a": 1}').a)}"#, json!("1")),
+        ("${2.0}", json!(2)),
+    ];
+    assert_cases(&cases);
+    assert!(failure("${json.unmarshal('nope')}").contains("failed to parse JSON"));
+}
+
+#[test]
+fn kros_map_and_list_functions_copy_as_kros_do() {
+    let cases = [
+        (
+            "${{'a': 1, 'b': 2}.merge({'b': 3, 'c': 4})}",
+            json!({"a": 1, "b": 3, "c": 4}),
+        ),
+        (
+            "${{'a': {'x': 1, 'y': 2}, 'b': 1}.deepMerge({'a': {'y': 3}, 'c': 2})}",
+            json!({"a": {"x": 1, "y": 3}, "b": 1, "c": 2}),
+        ),
+        ("${{'a': {'x': 1}}.deepMerge({'a': 5})}", json!({"a": 5})),
+        ("${lists.setAtIndex([1, 2, 3], 1, 9)}", json!([1, 9, 3])),
+        ("${lists.insertAtIndex([1, 2, 3], 3, 9)}", json!([1, 2, 3, 9])),
+        ("${lists.insertAtIndex([1, 2], 0, 9)}", json!([9, 1, 2])),
+        ("${lists.removeAtIndex([1, 2, 3], 0)}", json!([2, 3])),
+        ("${[1, 2, 3].sortBy(x, -x)}", json!([3, 2, 1])),
+        ("${lists.range(3)}", json!([0, 1, 2])),
+        ("${[1, 2, 3, 4].slice(1, 3)}", json!([2, 3])),
+    ];
+    assert_cases(&cases);
+    for (text, bounds) in [
+        ("${lists.setAtIndex([1, 2, 3], 3, 9)}", "index 3 out of bounds [0, 3)"),
+        ("${lists.removeAtIndex([1], -1)}", "index -1 out of bounds [0, 1)"),
+        ("${lists.insertAtIndex([1, 2], 3, 9)}", "index 3 out of bounds [0, 2]"),
+    ] {
+        assert!(failure(text).contains(bounds), "{text}: {}", failure(text));
+    }
+}
+
+#[test]
+fn omit_leaves_out_the_field_it_is_the_whole_value_of() {
+    let omitted = parse("${schema.spec.replicas > 2 ? omit() : 1}").unwrap();
+    assert_eq!(omitted.evaluate(schema().as_object().unwrap()), Ok(None));
+    assert!(failure("replicas: ${omit()}").contains("whole value of a field"));
+    assert!(failure("${[omit()]}").contains("whole value of a field"));
 }
 
 #[test]
