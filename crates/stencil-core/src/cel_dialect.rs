@@ -4,6 +4,9 @@
 //! stays a list); segments within other text are joined as strings.
 
 mod kro;
+mod overload;
+mod quantity;
+mod regex;
 
 use std::sync::{Arc, LazyLock};
 
@@ -62,6 +65,8 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
         cel::extensions::math,
         cel::extensions::encoders,
         kro::extension,
+        quantity::extension,
+        regex::extension,
     ];
     for extension in extensions {
         env.add_extension(extension)

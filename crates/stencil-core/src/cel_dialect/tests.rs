@@ -164,6 +164,49 @@ fn kros_map_and_list_functions_copy_as_kros_do() {
     }
 }
 
+/// Each value is the one kro v0.9.4 gives, through the Kubernetes libraries it uses.
+#[test]
+fn quantities_and_regexes_are_kubernetes() {
+    let cases = [
+        (
+            r#"${quantity("500Mi").isLessThan(quantity("1Gi")) ? "small" : "large"}"#,
+            json!("small"),
+        ),
+        ("${quantity('200M').compareTo(quantity('0.2G'))}", json!(0)),
+        ("${quantity('50M').compareTo(quantity('50Mi'))}", json!(-1)),
+        ("${quantity('50Mi').isGreaterThan(quantity('100Mi'))}", json!(false)),
+        (
+            "${quantity('50k').add(20).sub(quantity('100k')).sub(-50000) == quantity('20')}",
+            json!(true),
+        ),
+        ("${quantity('100m').isInteger()}", json!(false)),
+        ("${quantity('100m').asApproximateFloat()}", json!(0.1)),
+        ("${quantity('1e3').asInteger()}", json!(1000)),
+        ("${quantity('1E').asInteger()}", json!(1_000_000_000_000_000_000_i64)),
+        ("${quantity('1e+3').asInteger()}", json!(1000)),
+        ("${quantity('.5').asApproximateFloat()}", json!(0.5)),
+        ("${quantity('0.5Ki').asApproximateFloat()}", json!(512)),
+        ("${quantity('Mi').asInteger()}", json!(0)),
+        (
+            "${[isQuantity('1.3G'), isQuantity('+5n'), isQuantity('5.'), isQuantity('-')]}",
+            json!([true, true, true, true]),
+        ),
+        (
+            "${[isQuantity('200K'), isQuantity('1,3G'), isQuantity(''), isQuantity('1e'), isQuantity('1..2'), isQuantity('+-1')]}",
+            json!([false, false, false, false, false, false]),
+        ),
+        ("${'abc 123 def 456'.find('[0-9]+')}", json!("123")),
+        ("${'abc'.find('[0-9]+')}", json!("")),
+        ("${'abc 123 def 456'.findAll('[0-9]+')}", json!(["123", "456"])),
+        ("${'a1b2c3'.findAll('[0-9]', 2)}", json!(["1", "2"])),
+        ("${'a1b2c3'.findAll('[0-9]', 0)}", json!([])),
+    ];
+    assert_cases(&cases);
+    assert!(failure("${quantity('100m').asInteger()}").contains("cannot convert value to integer"));
+    assert!(failure("${quantity('200K')}").contains("is not a quantity"));
+    assert!(failure("${'abc'.find('(')}").contains("illegal regex"));
+}
+
 #[test]
 fn omit_leaves_out_the_field_it_is_the_whole_value_of() {
     let omitted = parse("${schema.spec.replicas > 2 ? omit() : 1}").unwrap();

@@ -7,7 +7,7 @@ use cel::common::types::{CelString, DYN_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::values::{owned, values};
+use crate::cel_dialect::overload::{owned, values};
 
 /// Registers `json.marshal` and `json.unmarshal` on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {

@@ -6,9 +6,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::common::types::{DYN_TYPE, INT_TYPE, LIST_TYPE, MAP_TYPE};
-use cel::common::value::{CowVal, Val};
+use cel::common::value::CowVal;
 use cel::objects::{Key, Map, Opaque};
 use cel::{DeclarationError, Env, ExecutionError, Value};
+
+use crate::cel_dialect::overload::{owned, values};
 
 /// Registers the functions on `env`.
 pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
@@ -33,24 +35,6 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
         remove_at_index,
     )?;
     env.add_overload("omit", "omit_void", vec![], omit)
-}
-
-/// The `N` arguments of an overload as values.
-pub fn values<const N: usize>(args: Vec<CowVal<'_, '_>>) -> Result<[Value; N], ExecutionError> {
-    let count = args.len();
-    let values = args
-        .iter()
-        .map(|arg| Value::try_from(arg.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    values
-        .try_into()
-        .map_err(|_| ExecutionError::invalid_argument_count(N, count))
-}
-
-/// `value` as an overload's result.
-pub fn owned<'b, 'v>(value: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    let val: Box<dyn Val> = value.try_into()?;
-    Ok(CowVal::Owned(val))
 }
 
 /// `a.merge(b)`: `b`'s entries, and `a`'s whose keys `b` lacks.
