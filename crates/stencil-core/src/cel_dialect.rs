@@ -8,12 +8,13 @@ mod overload;
 mod quantity;
 mod regex;
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
 /// What went wrong in a CEL string, and where.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum CelError {
     /// A `${` without its closing `}`.
     #[error("column {column}: `${{` is never closed")]
@@ -30,6 +31,15 @@ pub enum CelError {
         expression: String,
         /// The parser's word.
         message: String,
+    },
+    /// An expression that read a variable or a key that is not there: what a rule over
+    /// an object that does not exist yet meets.
+    #[error("`{expression}`: no `{name}`")]
+    Missing {
+        /// The expression, without `${` and `}`.
+        expression: String,
+        /// The name or key it read.
+        name: String,
     },
     /// An expression that failed while evaluating.
     #[error("`{expression}` failed: {message}")]
@@ -52,6 +62,8 @@ enum Part {
 #[derive(Debug)]
 pub struct CelString {
     parts: Vec<Part>,
+    /// The names its expressions read, so evaluation converts only those.
+    variables: BTreeSet<String>,
 }
 
 /// The environment every expression compiles in: the standard library, its macros
@@ -79,6 +91,7 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
 /// Compiles every `${...}` segment of `text`; columns in errors count from 1.
 pub fn parse(text: &str) -> Result<CelString, CelError> {
     let mut parts = Vec::new();
+    let mut variables = BTreeSet::new();
     let mut rest = text;
     let mut offset = 0;
     while let Some(start) = rest.find("${") {
@@ -94,6 +107,8 @@ pub fn parse(text: &str) -> Result<CelString, CelError> {
             expression: source.clone(),
             message: e.to_string(),
         })?;
+        let references = program.references();
+        variables.extend(references.variables().into_iter().map(str::to_string));
         parts.push(Part::Expression { source, program });
         offset += start + 2 + end + 1;
         rest = &body[end + 1..];
@@ -101,7 +116,7 @@ pub fn parse(text: &str) -> Result<CelString, CelError> {
     if !rest.is_empty() {
         parts.push(Part::Text(rest.to_string()));
     }
-    Ok(CelString { parts })
+    Ok(CelString { parts, variables })
 }
 
 /// Where the `}` that closes an expression is, skipping nested braces and string
@@ -125,16 +140,24 @@ fn closing_brace(body: &str) -> Option<usize> {
 }
 
 impl CelString {
-    /// The string's value with `variables` (a JSON object's members) in scope; `None`
-    /// when it is one `${omit()}`, which leaves out the field it is the value of.
-    pub fn evaluate(&self, variables: &serde_json::Map<String, Value>) -> Result<Option<Value>, CelError> {
+    /// Whether the string is one `${...}` and nothing else.
+    pub fn is_expression(&self) -> bool {
+        matches!(self.parts.as_slice(), [Part::Expression { .. }])
+    }
+
+    /// The names its expressions read (a comprehension's own variables among them).
+    pub fn variables(&self) -> impl Iterator<Item = &str> {
+        self.variables.iter().map(String::as_str)
+    }
+
+    /// The string's value, each name its expressions read given by `variable` (a name it
+    /// gives nothing for is not in scope); `None` when the string is one `${...}` whose
+    /// value is `omit()`, which leaves out the field it is the value of.
+    pub fn evaluate<'a>(&self, variable: impl Fn(&str) -> Option<&'a Value>) -> Result<Option<Value>, CelError> {
         let mut context = cel::Context::with_env(ENV.clone());
-        for (name, value) in variables {
-            let value = cel::to_value(value).map_err(|e| CelError::Evaluate {
-                expression: name.clone(),
-                message: e.to_string(),
-            })?;
-            context.add_variable_from_value(name.clone(), value);
+        for name in &self.variables {
+            let Some(value) = variable(name) else { continue };
+            context.add_variable_from_value(name.clone(), to_cel(value));
         }
         if let [Part::Expression { source, program }] = self.parts.as_slice() {
             let value = execute(source, program, &context)?;
@@ -157,11 +180,38 @@ impl CelString {
     }
 }
 
+/// `json` as a CEL value, an integer as an `int` as Kubernetes' objects hold it (a
+/// `uint` only past `int`'s range), so `replicas * 2` is arithmetic on two ints.
+fn to_cel(json: &Value) -> cel::Value {
+    match json {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => cel::Value::Int(i),
+            (None, Some(u)) => cel::Value::UInt(u),
+            _ => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
+        Value::Object(members) => {
+            let map: std::collections::HashMap<cel::objects::Key, cel::Value> = members
+                .iter()
+                .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), to_cel(v)))
+                .collect();
+            cel::Value::Map(cel::objects::Map { map: Arc::new(map) })
+        }
+    }
+}
+
 /// Runs one program.
 fn execute(source: &str, program: &cel::Program, context: &cel::Context) -> Result<cel::Value, CelError> {
-    program
-        .execute(context)
-        .map_err(|e| evaluate_error(source, e.to_string()))
+    program.execute(context).map_err(|e| match e {
+        cel::ExecutionError::NoSuchKey(name) | cel::ExecutionError::UndeclaredReference(name) => CelError::Missing {
+            expression: source.to_string(),
+            name: name.to_string(),
+        },
+        other => evaluate_error(source, other.to_string()),
+    })
 }
 
 /// `value` as JSON, a whole double written as an integer as Go writes it, so that an

@@ -3,7 +3,7 @@ use serde_json::json;
 use super::*;
 
 fn eval(text: &str, variables: Value) -> Result<Value, CelError> {
-    let value = parse(text)?.evaluate(variables.as_object().unwrap())?;
+    let value = parse(text)?.evaluate(|name| variables.get(name))?;
     Ok(value.expect("a value, not omit()"))
 }
 
@@ -210,7 +210,8 @@ fn quantities_and_regexes_are_kubernetes() {
 #[test]
 fn omit_leaves_out_the_field_it_is_the_whole_value_of() {
     let omitted = parse("${schema.spec.replicas > 2 ? omit() : 1}").unwrap();
-    assert_eq!(omitted.evaluate(schema().as_object().unwrap()), Ok(None));
+    let schema = schema();
+    assert_eq!(omitted.evaluate(|name| schema.get(name)), Ok(None));
     assert!(failure("replicas: ${omit()}").contains("whole value of a field"));
     assert!(failure("${[omit()]}").contains("whole value of a field"));
 }
@@ -225,8 +226,22 @@ fn errors_say_where_and_what() {
         panic!("a parse error")
     };
     assert_eq!((column, expression.as_str()), (3, "schema.spec.("));
-    let Err(CelError::Evaluate { expression, .. }) = eval("${schema.spec.missing}", schema()) else {
+    assert_eq!(
+        eval("${schema.spec.missing}", schema()),
+        Err(CelError::Missing {
+            expression: "schema.spec.missing".into(),
+            name: "missing".into()
+        })
+    );
+    assert_eq!(
+        eval("${absent.status}", schema()),
+        Err(CelError::Missing {
+            expression: "absent.status".into(),
+            name: "absent".into()
+        })
+    );
+    let Err(CelError::Evaluate { expression, .. }) = eval("${schema.spec.name + 1}", schema()) else {
         panic!("an evaluation error")
     };
-    assert_eq!(expression, "schema.spec.missing");
+    assert_eq!(expression, "schema.spec.name + 1");
 }

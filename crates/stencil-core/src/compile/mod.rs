@@ -2,6 +2,7 @@
 //! validates every definition, and compiles its templates and JSONPath rules once. All
 //! errors of a file are reported, each with file, line and column.
 
+pub mod cel_object;
 mod compiled;
 mod diagnostic;
 mod document;

@@ -1,5 +1,5 @@
-//! Rules: a JSONPath (RFC 9535, via jsonpath-rust) or one minijinja expression in
-//! `{{ }}`, compiled once and evaluated over JSON.
+//! Rules: a JSONPath (RFC 9535, via jsonpath-rust), one minijinja expression in `{{ }}`
+//! or one CEL expression in `${ }`, compiled once and evaluated over JSON.
 //!
 //! The truth rule: a JSONPath rule **holds** when it selects at least one node whose
 //! value is neither `false` nor `null`. A filter on the root compares two fields of one
@@ -13,6 +13,13 @@
 //! `{{ children.pods | selectattr("status.phase", "eq", "Succeeded") | list | length >= parent.spec.completions }}`.
 //! Reading through something absent gives undefined, not an error, so a rule over a child
 //! that does not exist yet is simply false, as a JSONPath over it selects nothing.
+//!
+//! A CEL rule sees the document's top-level keys as variables too, and, as kro's
+//! expressions do, each child and lookup by its own name and the parent as `schema`:
+//! `${deployment.status.availableReplicas == schema.spec.replicas}`. A readiness rule
+//! also sees the observed object as `self` and by its child's name. It holds when its
+//! value is `true`; another type is an error. Reading something absent selects nothing
+//! and does not hold, as above.
 
 use std::sync::{Arc, LazyLock};
 
@@ -25,6 +32,7 @@ use serde_json::Value;
 
 use super::position::line_column;
 use super::templates::{template_message, template_position};
+use crate::cel_dialect::{self, CelError, CelString};
 
 /// A rule that failed to parse, with its 1-based position in the rule text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +72,7 @@ enum Form {
     Path(JpQuery),
     /// The expression and the byte offset of its text inside the rule.
     Expression(Arc<Expression<'static, 'static>>, usize),
+    Cel(Arc<CelString>),
 }
 
 /// A compiled rule.
@@ -72,6 +81,8 @@ pub struct Rule {
     source: String,
     name: String,
     form: Form,
+    /// The name the whole document also goes by in CEL: a readiness rule's child.
+    subject: Option<String>,
 }
 
 impl Rule {
@@ -99,6 +110,11 @@ impl Rule {
                 fail(start + at, template_message(&e))
             })?;
             Form::Expression(Arc::new(expression), start)
+        } else if trimmed.starts_with("${") {
+            let start = source.find("${").unwrap_or(0);
+            Form::Cel(Arc::new(cel_rule(trimmed).map_err(|(column, message)| {
+                fail(start + column.saturating_sub(1), message)
+            })?))
         } else if trimmed.starts_with('$') {
             Form::Path(parse_json_path(trimmed).map_err(|e| {
                 let text = e.to_string();
@@ -113,7 +129,7 @@ impl Rule {
         } else {
             return Err(fail(
                 0,
-                "a rule is a JSONPath that starts with `$`, or one minijinja expression in `{{ }}` (quote it in YAML)"
+                "a rule is a JSONPath that starts with `$`, one minijinja expression in `{{ }}` or one CEL expression in `${ }` (quote it in YAML)"
                     .to_string(),
             ));
         };
@@ -121,7 +137,15 @@ impl Rule {
             source: source.to_string(),
             name: String::new(),
             form,
+            subject: None,
         })
+    }
+
+    /// The rule with the whole document also in scope as `self` and as `name` in CEL, as
+    /// a readiness rule sees the object it judges.
+    pub fn about(mut self, name: &str) -> Rule {
+        self.subject = Some(name.to_string());
+        self
     }
 
     /// The rule named after the field it was written in (`status.conditions[Complete].when`),
@@ -163,6 +187,7 @@ impl Rule {
                     position: None,
                 })
             }
+            Form::Cel(cel) => Ok(self.evaluate_cel(cel, document)?.into_iter().collect()),
         }
     }
 
@@ -178,6 +203,27 @@ impl Rule {
                 .iter()
                 .any(|v| !matches!(v, Value::Null | Value::Bool(false)))),
             Form::Expression(expression, start) => Ok(self.evaluate(expression, *start, document)?.is_true()),
+            Form::Cel(cel) => match self.evaluate_cel(cel, document)? {
+                None | Some(Value::Bool(false)) => Ok(false),
+                Some(Value::Bool(true)) => Ok(true),
+                Some(other) => Err(RuleFailure {
+                    message: format!("a CEL rule gives a bool; this one gave {other}"),
+                    position: None,
+                }),
+            },
+        }
+    }
+
+    /// A CEL rule's value over `document`; `None` when it read something absent.
+    fn evaluate_cel(&self, cel: &CelString, document: &Value) -> Result<Option<Value>, RuleFailure> {
+        let subject = self.subject.as_deref();
+        match cel.evaluate(|name| cel_variable(document, subject, name)) {
+            Ok(value) => Ok(value),
+            Err(CelError::Missing { .. }) => Ok(None),
+            Err(e) => Err(RuleFailure {
+                message: e.to_string(),
+                position: None,
+            }),
         }
     }
 
@@ -204,6 +250,33 @@ impl Rule {
             }
         })
     }
+}
+
+/// `text` compiled as one CEL expression; a failure's 1-based column in `text` and what
+/// is wrong.
+fn cel_rule(text: &str) -> Result<CelString, (usize, String)> {
+    let cel = cel_dialect::parse(text).map_err(|e| match e {
+        CelError::Unclosed { column } | CelError::Parse { column, .. } => (column, e.to_string()),
+        other => (1, other.to_string()),
+    })?;
+    if !cel.is_expression() {
+        return Err((1, "a CEL rule is one `${...}` and nothing around it".to_string()));
+    }
+    Ok(cel)
+}
+
+/// What `name` is in a CEL rule over `document`: a top-level key, the `subject` the
+/// document is about (also `self`), the parent as `schema`, a child or a lookup.
+fn cel_variable<'a>(document: &'a Value, subject: Option<&str>, name: &str) -> Option<&'a Value> {
+    if subject.is_some_and(|s| s == name) || (subject.is_some() && name == "self") {
+        return Some(document);
+    }
+    let member = |key: &str| document.get(key).and_then(|m| m.get(name));
+    document
+        .get(name)
+        .or_else(|| (name == "schema").then(|| document.get("parent")).flatten())
+        .or_else(|| member("children"))
+        .or_else(|| member("lookups"))
 }
 
 /// The ` --> line:col` position in a pest error message.
@@ -320,6 +393,57 @@ mod tests {
         let rule = Rule::compile("{{ parent.name | regex_match('(') }}").unwrap();
         let err = rule.holds(&json!({"parent": {"name": "x"}})).unwrap_err();
         assert!(err.message.contains("invalid regular expression"), "{err}");
+    }
+
+    #[test]
+    fn a_cel_rule_reads_children_by_name_and_the_parent_as_schema() {
+        let doc = json!({"parent": {"spec": {"replicas": 3}},
+            "children": {"deployment": {"status": {"availableReplicas": 3}}}});
+        let rule = "${deployment.status.availableReplicas == schema.spec.replicas}";
+        assert!(holds(rule, &doc));
+        assert!(holds(
+            "${children.deployment.status.availableReplicas >= parent.spec.replicas}",
+            &doc
+        ));
+        assert!(!holds(
+            rule,
+            &json!({"parent": {"spec": {"replicas": 3}}, "children": {}})
+        ));
+        let value = Rule::compile("${deployment.status.availableReplicas * 2}").unwrap();
+        assert_eq!(value.select(&doc).unwrap(), vec![json!(6)]);
+        assert_eq!(value.select(&json!({"children": {}})).unwrap(), Vec::<Value>::new());
+    }
+
+    #[test]
+    fn a_cel_readiness_rule_sees_its_object_by_name_and_as_self() {
+        let rule = Rule::compile("${deployment.status.ready && self.spec.x == 1 && spec.x == 1}")
+            .unwrap()
+            .about("deployment");
+        assert!(
+            rule.holds(&json!({"spec": {"x": 1}, "status": {"ready": true}}))
+                .unwrap()
+        );
+        assert!(!rule.holds(&json!({"spec": {"x": 1}})).unwrap());
+    }
+
+    #[test]
+    fn a_cel_rule_that_is_not_a_bool_or_not_one_expression_fails() {
+        let err = Rule::compile("${parent.spec}")
+            .unwrap()
+            .holds(&json!({"parent": {"spec": {}}}))
+            .unwrap_err();
+        assert!(err.message.contains("gives a bool"), "{err}");
+        let err = Rule::compile("ready: ${true}").unwrap_err();
+        assert!(err.message.contains("starts with `$`"), "{err:?}");
+        let err = Rule::compile("${true} and ${false}").unwrap_err();
+        assert!(err.message.contains("one `${...}`"), "{err:?}");
+        let err = Rule::compile("  ${parent.spec.(}").unwrap_err();
+        assert_eq!((err.line, err.column), (1, 3), "{err:?}");
+        let err = Rule::compile("${parent.x + 'a'}")
+            .unwrap()
+            .holds(&json!({"parent": {"x": 1}}))
+            .unwrap_err();
+        assert!(err.message.contains("parent.x + 'a'"), "{err}");
     }
 
     #[test]

@@ -221,6 +221,7 @@ impl<'a> Compilation<'a> {
                 c.ready_when
                     .as_deref()
                     .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))
+                    .map(|rule| rule.about(&c.name))
             })
             .collect();
         let fields = spec

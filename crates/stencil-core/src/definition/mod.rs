@@ -166,8 +166,9 @@ pub struct Child {
     pub collection: bool,
     /// A minijinja template that renders YAML documents.
     pub template: String,
-    /// A rule over the observed object (a JSONPath, or one minijinja expression in `{{ }}`
-    /// over its fields); replaces the default readiness rule.
+    /// A rule over the observed object (a JSONPath, one minijinja expression in `{{ }}`
+    /// over its fields, or one CEL expression in `${ }`, which also sees the object as
+    /// `self` and by this child's name); replaces the default readiness rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
     /// What to do with an existing object of the same name that is not this parent's.
@@ -215,7 +216,8 @@ pub enum UpdatePolicy {
 pub struct StatusRules {
     /// `status.<field>` is set to what the rule gives over the context: the nodes a
     /// JSONPath selects (one node as itself, several as a list, none leaves the field
-    /// out), or the value of a `{{ expression }}` (none or undefined leaves it out).
+    /// out), or the value of a `{{ expression }}` or a `${ CEL expression }` (none,
+    /// undefined or absent leaves it out).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fields: BTreeMap<String, String>,
     /// Conditions whose status is the truth of a rule.
@@ -241,8 +243,8 @@ pub struct ConditionRule {
     /// The condition type, in CamelCase. `Ready`, `Reconciling` and `Stalled` are Stencil's.
     #[serde(rename = "type")]
     pub type_: String,
-    /// A rule over the context (a JSONPath, or one minijinja expression in `{{ }}`); the
-    /// condition is True when it holds.
+    /// A rule over the context (a JSONPath, one minijinja expression in `{{ }}` or one CEL
+    /// expression in `${ }`); the condition is True when it holds.
     pub when: String,
     /// Once True, the condition stays True while the parent's `metadata.generation` is
     /// the one it was set at, whatever the rule says later (a finished Job-like parent
@@ -269,9 +271,9 @@ pub struct Finalize {
     /// Job; same shape as `children`. They are deleted last, after every other child.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Child>,
-    /// A rule (a JSONPath, or one minijinja expression in `{{ }}`) over the usual context;
-    /// the teardown of the other children starts once it holds. Without it, once every
-    /// finalize child is ready.
+    /// A rule (a JSONPath, one minijinja expression in `{{ }}` or one CEL expression in
+    /// `${ }`) over the usual context; the teardown of the other children starts once it
+    /// holds. Without it, once every finalize child is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<String>,
     /// How long the finalize step may take, counted from the parent's deletion; past it
