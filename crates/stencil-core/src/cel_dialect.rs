@@ -88,6 +88,30 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
     Arc::new(env)
 });
 
+/// Functions kro's environment offers that Stencil's does not: an expression that calls
+/// one does not compile, rather than fail on every pass.
+pub const NOT_OFFERED: [&str; 19] = [
+    "timestamp",
+    "duration",
+    "url",
+    "isURL",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "semver",
+    "isSemver",
+    "transformList",
+    "transformMap",
+    "transformMapEntry",
+    "bind",
+    "newCondition",
+    "isSorted",
+    "sum",
+    "min",
+    "max",
+];
+
 /// Compiles every `${...}` segment of `text`; columns in errors count from 1.
 pub fn parse(text: &str) -> Result<CelString, CelError> {
     let mut parts = Vec::new();
@@ -108,6 +132,13 @@ pub fn parse(text: &str) -> Result<CelString, CelError> {
             message: e.to_string(),
         })?;
         let references = program.references();
+        if let Some(name) = references.functions().into_iter().find(|f| NOT_OFFERED.contains(f)) {
+            return Err(CelError::Parse {
+                column,
+                expression: source.clone(),
+                message: format!("Stencil's CEL does not offer `{name}`"),
+            });
+        }
         variables.extend(references.variables().into_iter().map(str::to_string));
         parts.push(Part::Expression { source, program });
         offset += start + 2 + end + 1;
@@ -160,7 +191,7 @@ impl CelString {
             context.add_variable_from_value(name.clone(), to_cel(value));
         }
         if let [Part::Expression { source, program }] = self.parts.as_slice() {
-            let value = execute(source, program, &context)?;
+            let value = execute(source, program, &self.variables, &context)?;
             return match kro::is_omit(&value) {
                 true => Ok(None),
                 false => json(source, value).map(Some),
@@ -170,10 +201,12 @@ impl CelString {
         for part in &self.parts {
             match part {
                 Part::Text(text) => out.push_str(text),
-                Part::Expression { source, program } => match json(source, execute(source, program, &context)?)? {
-                    Value::String(s) => out.push_str(&s),
-                    other => out.push_str(&other.to_string()),
-                },
+                Part::Expression { source, program } => {
+                    match json(source, execute(source, program, &self.variables, &context)?)? {
+                        Value::String(s) => out.push_str(&s),
+                        other => out.push_str(&other.to_string()),
+                    }
+                }
             }
         }
         Ok(Some(Value::String(out)))
@@ -203,19 +236,31 @@ fn to_cel(json: &Value) -> cel::Value {
     }
 }
 
-/// Runs one program.
-fn execute(source: &str, program: &cel::Program, context: &cel::Context) -> Result<cel::Value, CelError> {
+/// Runs one program. A name that is not there is [`CelError::Missing`] when the
+/// expression reads it as a variable or a key; a function that is not there is an error.
+fn execute(
+    source: &str,
+    program: &cel::Program,
+    variables: &BTreeSet<String>,
+    context: &cel::Context,
+) -> Result<cel::Value, CelError> {
+    let missing = |name: &str| CelError::Missing {
+        expression: source.to_string(),
+        name: name.to_string(),
+    };
     program.execute(context).map_err(|e| match e {
-        cel::ExecutionError::NoSuchKey(name) | cel::ExecutionError::UndeclaredReference(name) => CelError::Missing {
-            expression: source.to_string(),
-            name: name.to_string(),
-        },
+        cel::ExecutionError::NoSuchKey(name) => missing(&name),
+        cel::ExecutionError::UndeclaredReference(name) if variables.contains(name.as_str()) => missing(&name),
+        cel::ExecutionError::UndeclaredReference(name) => {
+            evaluate_error(source, format!("Stencil's CEL has no function `{name}`"))
+        }
         other => evaluate_error(source, other.to_string()),
     })
 }
 
 /// `value` as JSON, a whole double written as an integer as Go writes it, so that an
-/// integer field gets an integer; `omit()` anywhere but a field's whole value fails.
+/// integer field gets an integer, and a map's keys sorted, so the same value is written
+/// the same way on every pass; `omit()` anywhere but a field's whole value fails.
 fn json(source: &str, value: cel::Value) -> Result<Value, CelError> {
     if kro::holds_omit(&value) {
         return Err(evaluate_error(
@@ -224,17 +269,21 @@ fn json(source: &str, value: cel::Value) -> Result<Value, CelError> {
         ));
     }
     let json = value.json().map_err(|e| evaluate_error(source, e.to_string()))?;
-    Ok(whole_numbers(json))
+    Ok(normalised(json))
 }
 
-fn whole_numbers(json: Value) -> Value {
+fn normalised(json: Value) -> Value {
     match json {
         Value::Number(n) => match n.as_f64() {
             Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < i64::MAX as f64 => Value::from(f as i64),
             _ => Value::Number(n),
         },
-        Value::Array(items) => Value::Array(items.into_iter().map(whole_numbers).collect()),
-        Value::Object(members) => Value::Object(members.into_iter().map(|(k, v)| (k, whole_numbers(v))).collect()),
+        Value::Array(items) => Value::Array(items.into_iter().map(normalised).collect()),
+        Value::Object(members) => {
+            let mut members: Vec<(String, Value)> = members.into_iter().collect();
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(members.into_iter().map(|(k, v)| (k, normalised(v))).collect())
+        }
         other => other,
     }
 }

@@ -175,10 +175,7 @@ mod tests {
                 .any(|l| l.strip_prefix("## ").is_some_and(|h| h.to_lowercase() == anchor));
             assert!(heading, "#{anchor} has a heading");
         }
-        assert!(
-            page.contains("| `template` | string | yes |"),
-            "a required field says so"
-        );
+        assert!(page.contains("| `name` | string | yes |"), "a required field says so");
         assert!(page.contains("| `Recreate` |"), "an enumeration lists its values");
     }
 

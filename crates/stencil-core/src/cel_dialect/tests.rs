@@ -245,3 +245,84 @@ fn errors_say_where_and_what() {
     };
     assert_eq!(expression, "schema.spec.name + 1");
 }
+
+/// One case for each function the book's table (`docs/src/concepts/cel.md`) lists that
+/// the cases above do not call.
+#[test]
+fn the_books_functions_are_there() {
+    let cases = [
+        (
+            "${'ab'.contains('b') && 'ab'.startsWith('a') && 'ab'.endsWith('b')}",
+            json!(true),
+        ),
+        (
+            "${[int('3'), uint(3) == 3u, double(1) == 1.0, bool('true')]}",
+            json!([3, true, true, true]),
+        ),
+        ("${string(bytes('a'))}", json!("a")),
+        ("${type(1) == int}", json!(true)),
+        ("${[1, 2, 3].exists_one(x, x == 2)}", json!(true)),
+        (
+            "${optional.of(1).hasValue() && !optional.none().hasValue() && optional.of(2).value() == 2}",
+            json!(true),
+        ),
+        ("${{'a': 1}[?'b'].orValue(0)}", json!(0)),
+        (
+            "${'abc'.charAt(1) + 'abc'.upperAscii() + string('abcb'.indexOf('b')) + string('abcb'.lastIndexOf('b'))}",
+            json!("bABC13"),
+        ),
+        (
+            "${' a '.trim() + 'aXa'.replace('X', '-') + 'ab'.reverse()}",
+            json!("aa-aba"),
+        ),
+        ("${'%s-%d'.format(['a', 1]) + strings.quote('q')}", json!("a-1\"q\"")),
+        ("${[[1], [2, 2]].flatten().distinct().reverse()}", json!([2, 1])),
+        ("${[3, 1, 2].sort()}", json!([1, 2, 3])),
+        (
+            "${[math.greatest(1, 5), math.least(1, 5), math.abs(-2), math.sign(-3)]}",
+            json!([5, 1, 2, -1]),
+        ),
+        (
+            "${[math.ceil(1.2), math.floor(1.8), math.round(1.5), math.trunc(1.7), math.sqrt(4.0)]}",
+            json!([2, 1, 2, 1, 2]),
+        ),
+        (
+            "${[math.isNaN(0.0/0.0), math.isInf(1.0/0.0), math.isFinite(1.0), math.bitAnd(6, 3) == 2]}",
+            json!([true, true, true, true]),
+        ),
+        ("${string(base64.decode('d2Vi'))}", json!("web")),
+        ("${dyn(1) == 1}", json!(true)),
+    ];
+    assert_cases(&cases);
+}
+
+/// What the book's table says is not offered does not compile, naming the function; a
+/// function nobody offers fails when it runs, naming it.
+#[test]
+fn what_the_book_says_is_missing_is_refused_naming_it() {
+    for (text, name) in [
+        ("${url('https://a').getHost()}", "url"),
+        ("${ip('10.0.0.1').family()}", "ip"),
+        ("${cidr('10.0.0.0/8').containsIP('10.0.0.1')}", "cidr"),
+        ("${semver('1.2.3').major()}", "semver"),
+        ("${[1].transformList(i, v, v)}", "transformList"),
+        ("${cel.bind(x, 1, x)}", "bind"),
+        ("${duration('1h')}", "duration"),
+        ("${timestamp('2026-01-01T00:00:00Z')}", "timestamp"),
+        ("${[1, 2].sum()}", "sum"),
+    ] {
+        let Err(CelError::Parse { message, .. }) = parse(text) else {
+            panic!("{text} compiles")
+        };
+        assert!(
+            message.contains(&format!("does not offer `{name}`")),
+            "{text}: {message}"
+        );
+    }
+    let err = eval("${nothing(1)}", schema()).unwrap_err();
+    assert!(
+        matches!(err, CelError::Evaluate { .. }),
+        "not absent but an error: {err:?}"
+    );
+    assert!(err.to_string().contains("no function `nothing`"), "{err}");
+}

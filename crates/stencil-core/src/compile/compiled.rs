@@ -2,9 +2,11 @@
 //! what the renderer, the controller and RBAC ask of it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use minijinja::Environment;
 
+use super::cel_object::Node;
 use super::rules::Rule;
 use super::{FieldPosition, names};
 use crate::definition::{Child, OperatorDefinitionSpec};
@@ -32,6 +34,8 @@ pub struct CompiledDefinition {
     pub(super) until: Option<Rule>,
     pub(super) env: Environment<'static>,
     pub(super) origins: BTreeMap<String, FieldPosition>,
+    /// Each child written as an object, compiled, by child index.
+    pub(super) objects: Vec<Option<Arc<Node>>>,
     pub(super) ready_rules: Vec<Option<Rule>>,
     pub(super) field_rules: Vec<(String, Rule)>,
     pub(super) condition_rules: Vec<Rule>,
@@ -128,6 +132,11 @@ impl CompiledDefinition {
     /// Where a template starts in its file, for error positions.
     pub fn origin(&self, template: &str) -> Option<&FieldPosition> {
         self.origins.get(template)
+    }
+
+    /// The object of the child at `index`, compiled, when it is written as an object.
+    pub fn object(&self, index: usize) -> Option<&Node> {
+        self.objects.get(index).and_then(Option::as_deref)
     }
 
     /// The `readyWhen` rule of the child at `index`, if it has one.

@@ -50,6 +50,16 @@ impl Locator {
         };
         let lookup = |i: &usize| s.lookups.get(*i);
         let version = |i: &usize| s.crd.as_ref().and_then(|c| c.value.versions.get(*i));
+        if let Field::ChildObject(i, path) = field
+            && let Some(object) = child(i).and_then(|c| c.object.as_ref())
+            && !self.text.is_empty()
+        {
+            let (line, column) = match path.as_str() {
+                "" => (object.referenced.line(), object.referenced.column()),
+                path => key_under(&self.text, object.referenced.line(), path),
+            };
+            return FieldPosition::of_scalar(&self.file, &self.text, line, column);
+        }
         if let Field::Version(i) | Field::Schema(i, _) = field
             && let Some(v) = version(i)
             && !self.text.is_empty()
@@ -81,6 +91,7 @@ impl Locator {
             Field::Helpers => s.helpers.as_ref(),
             Field::ChildName(i) => child(i).and_then(|c| c.name.as_ref()),
             Field::ChildTemplate(i) => child(i).and_then(|c| c.template.as_ref()),
+            Field::ChildObject(i, _) => child(i).and_then(|c| c.object.as_ref()),
             Field::ChildUpdatePolicy(i) => child(i).and_then(|c| c.update_policy.as_ref()),
             Field::ChildReadyWhen(i) => child(i).and_then(|c| c.ready_when.as_ref()),
             Field::ChildDependsOn(i) => child(i).and_then(|c| c.depends_on.as_ref()),
@@ -201,6 +212,7 @@ struct SpanFinalize {
 struct SpanChild {
     name: Option<Spanned<Value>>,
     template: Option<Spanned<Value>>,
+    object: Option<Spanned<Value>>,
     ready_when: Option<Spanned<Value>>,
     depends_on: Option<Spanned<Value>>,
     update_policy: Option<Spanned<Value>>,

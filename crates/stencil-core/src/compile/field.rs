@@ -15,6 +15,9 @@ pub(crate) enum Field {
     Helpers,
     ChildName(usize),
     ChildTemplate(usize),
+    /// A child written as an object: the child's index and the dotted path of a field
+    /// inside it, empty for the object itself.
+    ChildObject(usize, String),
     ChildUpdatePolicy(usize),
     ChildReadyWhen(usize),
     ChildDependsOn(usize),
@@ -72,6 +75,8 @@ impl Field {
             Field::Helpers => "spec.helpers".into(),
             Field::ChildName(i) => format!("{}.name", child(i)),
             Field::ChildTemplate(i) => format!("{}.template", child(i)),
+            Field::ChildObject(i, path) if path.is_empty() => format!("{}.object", child(i)),
+            Field::ChildObject(i, path) => format!("{}.object.{path}", child(i)),
             Field::ChildUpdatePolicy(i) => format!("{}.updatePolicy", child(i)),
             Field::ChildReadyWhen(i) => format!("{}.readyWhen", child(i)),
             Field::ChildDependsOn(i) => format!("{}.dependsOn", child(i)),

@@ -140,6 +140,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
         mut errors,
         env,
         origins,
+        objects,
         ..
     } = c;
     errors.sort_by_key(|d| (d.line, d.column));
@@ -154,6 +155,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             until: rules.until,
             env,
             origins,
+            objects,
             ready_rules: rules.ready,
             field_rules: rules.fields,
             condition_rules: rules.conditions,

@@ -4,6 +4,11 @@
 pub fn child(name: &str) -> String {
     format!("children[{name}].template")
 }
+/// The object of the child whose template is named `template` (a child written as an
+/// object rather than a template), as [`child`] or [`finalize_child`] named it.
+pub fn object(template: &str) -> String {
+    format!("{}.object", template.strip_suffix(".template").unwrap_or(template))
+}
 /// The template of finalize child `name`.
 pub fn finalize_child(name: &str) -> String {
     format!("finalize.children[{name}].template")

@@ -28,7 +28,10 @@ pub(super) fn dependency_order(
     let deps: Vec<Vec<usize>> = children
         .iter()
         .map(|child| {
-            let read = super::reads::sibling_reads(&child.template, &child.name, &names);
+            let read = match &child.object {
+                Some(object) => super::stages::object_reads(object, &child.name, &names),
+                None => super::reads::sibling_reads(&child.template, &child.name, &names),
+            };
             let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);
             child
                 .depends_on

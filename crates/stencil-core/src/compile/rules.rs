@@ -155,6 +155,14 @@ impl Rule {
         self
     }
 
+    /// The names a CEL rule reads; nothing for the other forms.
+    pub fn cel_variables(&self) -> Vec<&str> {
+        match &self.form {
+            Form::Cel(cel) => cel.variables().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The rule as written.
     pub fn source(&self) -> &str {
         &self.source
@@ -267,7 +275,7 @@ fn cel_rule(text: &str) -> Result<CelString, (usize, String)> {
 
 /// What `name` is in a CEL rule over `document`: a top-level key, the `subject` the
 /// document is about (also `self`), the parent as `schema`, a child or a lookup.
-fn cel_variable<'a>(document: &'a Value, subject: Option<&str>, name: &str) -> Option<&'a Value> {
+pub(crate) fn cel_variable<'a>(document: &'a Value, subject: Option<&str>, name: &str) -> Option<&'a Value> {
     if subject.is_some_and(|s| s == name) || (subject.is_some() && name == "self") {
         return Some(document);
     }

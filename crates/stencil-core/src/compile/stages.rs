@@ -4,7 +4,9 @@
 //! decorator's matchers).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use super::cel_object::{self, Node};
 use super::compiled::CRD_ORIGIN;
 use super::document::Locator;
 use super::field::Field;
@@ -25,6 +27,8 @@ pub(super) struct Compilation<'a> {
     pub(super) errors: Vec<Diagnostic>,
     pub(super) env: minijinja::Environment<'static>,
     pub(super) origins: BTreeMap<String, FieldPosition>,
+    /// Each child written as an object, compiled, by child index.
+    pub(super) objects: Vec<Option<Arc<Node>>>,
 }
 
 /// A definition's compiled JSONPath rules.
@@ -47,6 +51,7 @@ impl<'a> Compilation<'a> {
             errors: Vec::new(),
             env: templates::environment(),
             origins,
+            objects: Vec::new(),
         }
     }
 
@@ -112,8 +117,18 @@ impl<'a> Compilation<'a> {
             } else {
                 names::finalize_child(&child.name)
             };
-            self.template(name, &child.template, Field::ChildTemplate(i));
-            if let Some(identity) = kinds::fixed_identity(&child.template) {
+            let identity = match &child.object {
+                Some(object) => {
+                    self.object(i, &name, child, object);
+                    cel_object::fixed_identity(object)
+                }
+                None => {
+                    self.template(name, &child.template, Field::ChildTemplate(i));
+                    self.objects.push(None);
+                    kinds::fixed_identity(&child.template)
+                }
+            };
+            if let Some(identity) = identity {
                 match identities.get(identity.as_str()) {
                     // A second entry of the same name is reported as such.
                     Some(first) if *first == child.name => {}
@@ -134,19 +149,58 @@ impl<'a> Compilation<'a> {
         child_kinds
     }
 
+    /// Compiles child `i`'s `object` (its template is named `name`): each expression's
+    /// field is placed in the file, and each that does not parse is reported there.
+    fn object(&mut self, i: usize, name: &str, child: &Child, object: &serde_json::Value) {
+        let whole = Field::ChildObject(i, String::new());
+        if !child.template.is_empty() {
+            let message = "has both a template and an object; write one of them".to_string();
+            self.report(whole.clone(), CompileError::Invalid(message), None);
+        }
+        if child.collection {
+            let message = "is an object, which renders one object; write a collection as a template".to_string();
+            self.report(whole.clone(), CompileError::Invalid(message), None);
+        }
+        let object_name = names::object(name);
+        self.origins.insert(object_name.clone(), self.locator.origin(&whole));
+        match cel_object::compile(object) {
+            Ok(node) => {
+                for path in node.expression_paths() {
+                    let origin = self.locator.origin(&Field::ChildObject(i, path.clone()));
+                    self.origins.insert(format!("{object_name}.{path}"), origin);
+                }
+                self.objects.push(Some(Arc::new(node)));
+            }
+            Err(errors) => {
+                for e in errors {
+                    let column = match e.error {
+                        crate::cel_dialect::CelError::Unclosed { column }
+                        | crate::cel_dialect::CelError::Parse { column, .. } => column as u64,
+                        _ => 1,
+                    };
+                    let error = CompileError::Invalid(e.error.to_string());
+                    self.report(Field::ChildObject(i, e.path), error, Some((1, column)));
+                }
+                self.objects.push(None);
+            }
+        }
+    }
+
     /// The kinds child `i` declares, checked against its update policy and the kinds of
     /// the children before it (`earlier`).
     fn declared_kinds(&mut self, i: usize, child: &Child, earlier: &[Vec<Gvk>]) -> Vec<Gvk> {
+        if let Some(object) = &child.object {
+            return match cel_object::declared_kind(object) {
+                Ok(gvk) => self.checked_kinds(i, child, earlier, vec![gvk]),
+                Err(message) => {
+                    let field = Field::ChildObject(i, String::new());
+                    self.report(field, CompileError::Invalid(message), None);
+                    Vec::new()
+                }
+            };
+        }
         match kinds::declared_kinds(&child.template) {
-            Ok(k) => {
-                if let Some(problem) = kinds::recreate_problem(child, &k) {
-                    self.report(Field::ChildUpdatePolicy(i), problem, None);
-                }
-                if let Some(problem) = kinds::second_version(earlier, &k) {
-                    self.report(Field::ChildTemplate(i), problem, None);
-                }
-                k
-            }
+            Ok(k) => self.checked_kinds(i, child, earlier, k),
             Err((e, line)) => {
                 self.report(
                     Field::ChildTemplate(i),
@@ -156,6 +210,18 @@ impl<'a> Compilation<'a> {
                 Vec::new()
             }
         }
+    }
+
+    /// `kinds`, child `i`'s, after checking them against its update policy and the
+    /// children before it.
+    fn checked_kinds(&mut self, i: usize, child: &Child, earlier: &[Vec<Gvk>], kinds: Vec<Gvk>) -> Vec<Gvk> {
+        if let Some(problem) = kinds::recreate_problem(child, &kinds) {
+            self.report(Field::ChildUpdatePolicy(i), problem, None);
+        }
+        if let Some(problem) = kinds::second_version(earlier, &kinds) {
+            self.report(Field::ChildTemplate(i), problem, None);
+        }
+        kinds
     }
 
     /// Compiles each lookup's name, selector and namespace templates.
@@ -211,6 +277,32 @@ impl<'a> Compilation<'a> {
         }
     }
 
+    /// Reports a CEL readiness rule of child `i` that reads beyond the object it judges:
+    /// the parent, another child or a lookup is not in its scope, and would read as absent.
+    fn check_ready_scope(&mut self, i: usize, child: &Child, rule: &Rule) {
+        let spec = self.spec;
+        let siblings = spec
+            .children
+            .iter()
+            .chain(&spec.finalize.children)
+            .map(|c| c.name.as_str());
+        let lookups = spec.lookups.iter().map(|l| l.name.as_str());
+        let beyond: Vec<&str> = ["schema", "parent", "children", "lookups", "definition"]
+            .into_iter()
+            .chain(siblings.filter(|n| *n != child.name))
+            .chain(lookups)
+            .filter(|n| rule.cel_variables().contains(n))
+            .collect();
+        if !beyond.is_empty() {
+            let message = format!(
+                "a readyWhen sees only the object it judges (as `self`, `{}` or its fields such as `status`); `{}` is not in its scope: compare with the object's own fields, or write the rule as a status condition",
+                child.name,
+                beyond.join("`, `")
+            );
+            self.report(Field::ChildReadyWhen(i), CompileError::Invalid(message), None);
+        }
+    }
+
     /// Compiles the readiness, status and finalize rules.
     pub(super) fn rules(&mut self) -> Rules {
         let spec = self.spec;
@@ -218,10 +310,12 @@ impl<'a> Compilation<'a> {
         let ready = all_children
             .enumerate()
             .map(|(i, c)| {
-                c.ready_when
+                let rule = c
+                    .ready_when
                     .as_deref()
-                    .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))
-                    .map(|rule| rule.about(&c.name))
+                    .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))?;
+                self.check_ready_scope(i, c, &rule);
+                Some(rule.about(&c.name))
             })
             .collect();
         let fields = spec
@@ -259,12 +353,27 @@ pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec) -> Vec<Vec<String>> {
     let helpers = spec.helpers.as_deref().unwrap_or_default();
     all()
         .map(|c| {
-            if reads::imports_helpers(&c.template) {
+            if let Some(object) = &c.object {
+                object_reads(object, &c.name, &names)
+            } else if reads::imports_helpers(&c.template) {
                 reads::sibling_reads(&format!("{}\n{helpers}", c.template), &c.name, &names)
             } else {
                 reads::sibling_reads(&c.template, &c.name, &names)
             }
         })
+        .collect()
+}
+
+/// The siblings an object child's expressions read, by name or through `children`.
+pub(super) fn object_reads(object: &serde_json::Value, own: &str, names: &[&str]) -> Vec<String> {
+    let Ok(node) = cel_object::compile(object) else {
+        return Vec::new();
+    };
+    let variables = node.variables();
+    names
+        .iter()
+        .filter(|n| **n != own && variables.contains(**n))
+        .map(|n| n.to_string())
         .collect()
 }
 

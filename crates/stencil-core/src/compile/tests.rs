@@ -544,3 +544,47 @@ fn rollout_steps_that_do_not_rise_are_reported_at_the_rollout() {
     );
     assert_eq!(d.line, 10, "{d}");
 }
+
+/// A definition whose one child is written as an object, with `field: value` lines
+/// added under its ConfigMap's `data`.
+fn object_child(data: &str) -> String {
+    format!(
+        "{}    - name: config\n      object:\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: ${{schema.metadata.name}}\n        data:\n{data}",
+        GOOD.split("    - name: config").next().unwrap()
+    )
+}
+
+#[test]
+fn an_object_child_compiles_and_a_cel_error_points_into_the_file() {
+    let (defs, diags) = compile_file("w.yaml", &object_child("          a: x\n"));
+    assert!(diags.0.is_empty(), "{diags:?}");
+    assert_eq!(defs[0].child_kinds[0][0].kind, "ConfigMap");
+    let d = one_error(&object_child("          a: x\n          b: ${schema.spec.(}\n"));
+    assert_eq!(d.field.as_deref(), Some("children[config].object.data.b"), "{d}");
+    assert!(d.to_string().starts_with("w.yaml:18:"), "{d}");
+    assert!(d.to_string().contains("schema.spec.("), "{d}");
+}
+
+#[test]
+fn an_object_child_names_its_kind_literally_and_has_no_template_too() {
+    let templated = object_child("          a: x\n").replace("kind: ConfigMap", "kind: ${schema.spec.kind}");
+    let d = one_error(&templated);
+    assert!(d.to_string().contains("kind must be literal text"), "{d}");
+    let both = object_child("          a: x\n").replace("      object:", "      template: 'kind: A'\n      object:");
+    assert!(
+        errors(&both)
+            .iter()
+            .any(|d| d.to_string().contains("both a template and an object"))
+    );
+}
+
+#[test]
+fn a_cel_readiness_rule_that_reads_beyond_its_object_is_refused() {
+    let text = object_child("          a: x\n").replace(
+        "      object:",
+        "      readyWhen: ${config.data.a == schema.spec.a}\n      object:",
+    );
+    let d = one_error(&text);
+    assert_eq!(d.field.as_deref(), Some("children[config].readyWhen"), "{d}");
+    assert!(d.to_string().contains("`schema` is not in its scope"), "{d}");
+}

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The desired behaviour of one operator: a parent kind, its children and its status rules.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -164,8 +165,17 @@ pub struct Child {
     /// a list; otherwise it renders at most one and `children.<name>` is that object.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub collection: bool,
-    /// A minijinja template that renders YAML documents.
+    /// A minijinja template that renders YAML documents. One of `template` and `object`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub template: String,
+    /// The child written as an object rather than a template, as kro writes one: a
+    /// mapping whose strings may hold `${ CEL }` over the same context as a CEL rule
+    /// (each child and lookup by its name, the parent as `schema`). A string that is one
+    /// `${...}` takes the expression's value and type; `${omit()}` leaves its field out.
+    /// `apiVersion` and `kind` are literal. One of `template` and `object`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub object: Option<Value>,
     /// A rule over the observed object (a JSONPath, one minijinja expression in `{{ }}`
     /// over its fields, or one CEL expression in `${ }`, which also sees the object as
     /// `self` and by this child's name); replaces the default readiness rule.

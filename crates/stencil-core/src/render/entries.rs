@@ -11,6 +11,10 @@ use minijinja::value::Value as JinjaValue;
 use serde_json::Value;
 
 use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, parent_status};
+use crate::cel_dialect::CelError;
+use crate::compile::cel_object::Node;
+use crate::compile::names;
+use crate::compile::rules::cel_variable;
 use crate::gvk::Scopes;
 use crate::object_key::ObjectKey;
 use crate::readiness::Readiness;
@@ -34,12 +38,15 @@ impl<'a> Entries<'a> {
     }
 }
 
+/// The context of a parent's templates and rules: as JSON, and as minijinja reads it.
+pub(super) type Context<'c> = (&'c Value, &'c JinjaValue);
+
 /// Renders the entries at `order` (indices into [`CompiledDefinition::entry`](crate::compile::CompiledDefinition::entry)): an entry
 /// is held back while a lookup is missing or what it depends on is not ready.
 pub(super) fn render_entries<'a>(
     info: &ParentInfo<'a>,
     order: &[usize],
-    jinja_ctx: &JinjaValue,
+    context: Context<'_>,
     input: &RenderInput<'_>,
 ) -> Result<Entries<'a>, RenderFailure> {
     let def = info.def;
@@ -68,7 +75,7 @@ pub(super) fn render_entries<'a>(
             out.wait(&child.name, blockers);
             continue;
         }
-        match render_child(info, i, jinja_ctx, input.scopes) {
+        match render_child(info, i, context, input.scopes) {
             Ok(objects) => {
                 let twice = twice_rendered(&mut rendered_by, &child.name, &objects);
                 if !twice.is_empty() {
@@ -140,6 +147,24 @@ fn absent_reads(def: &crate::compile::CompiledDefinition, i: usize, input: &Rend
         .collect()
 }
 
+/// A child written as an object, its expressions evaluated over `context`; a failure is
+/// placed at the expression's field.
+fn render_object(
+    info: &ParentInfo<'_>,
+    template: &str,
+    object: &Node,
+    context: &Value,
+) -> Result<Value, Vec<RenderError>> {
+    object.render(&|name| cel_variable(context, None, name)).map_err(|e| {
+        let field = format!("{}.{}", names::object(template), e.path);
+        vec![RenderError::Template {
+            at: info.place(&field, None),
+            undefined: matches!(e.error, CelError::Missing { .. }),
+            message: e.error.to_string(),
+        }]
+    })
+}
+
 /// Records which entry renders each of `objects`; says so for each object an entry
 /// rendered already (this one, twice in a collection, or another).
 fn twice_rendered<'a>(
@@ -164,26 +189,31 @@ fn twice_rendered<'a>(
     problems
 }
 
-/// Renders one child's template into labelled, owned objects.
+/// Renders one child's template, or its object, into labelled, owned objects.
 fn render_child(
     info: &ParentInfo<'_>,
     index: usize,
-    ctx: &JinjaValue,
+    (context, jinja_ctx): Context<'_>,
     scopes: &Scopes,
 ) -> Result<Vec<Value>, Vec<RenderError>> {
     let child = info.def.entry(index);
     let declared = &info.def.child_kinds[index];
     let template = info.def.template_name(index);
-    let text = info
-        .render_template(&template, &child.template, ctx)
-        .map_err(|e| vec![e])?;
-    let docs: Vec<Value> = crate::yaml::documents(&text).map_err(|e| {
-        vec![RenderError::Output {
-            at: info.place(&template, None),
-            line: e.line,
-            message: e.message,
-        }]
-    })?;
+    let docs = match info.def.object(index) {
+        Some(object) => vec![render_object(info, &template, object, context)?],
+        None => {
+            let text = info
+                .render_template(&template, &child.template, jinja_ctx)
+                .map_err(|e| vec![e])?;
+            crate::yaml::documents(&text).map_err(|e| {
+                vec![RenderError::Output {
+                    at: info.place(&template, None),
+                    line: e.line,
+                    message: e.message,
+                }]
+            })?
+        }
+    };
     if !child.collection && docs.len() > 1 {
         return Err(vec![RenderError::Object {
             at: info.place(&template, None),
@@ -193,13 +223,17 @@ fn render_child(
             ),
         }]);
     }
+    let written = match child.object {
+        Some(_) => names::object(&template),
+        None => template,
+    };
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     for (n, doc) in docs.into_iter().enumerate() {
         match decorate::decorate(info, child, declared, doc, scopes) {
             Ok(o) => objects.push(o),
             Err(message) => errors.push(RenderError::Object {
-                at: info.place(&template, None),
+                at: info.place(&written, None),
                 message: format!("document {}: {message}", n + 1),
             }),
         }

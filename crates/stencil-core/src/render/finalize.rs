@@ -47,7 +47,7 @@ pub fn render_finalize(def: &CompiledDefinition, input: RenderInput<'_>) -> Resu
     let info = ParentInfo::new(def, input.parent).serving(input.served);
     let context = context(def, &input);
     let jinja_ctx = JinjaValue::from(Serde(&context));
-    let entries = render_entries(&info, def.finalize_order(), &jinja_ctx, &input)?;
+    let entries = render_entries(&info, def.finalize_order(), (&context, &jinja_ctx), &input)?;
     let pending = match def.until() {
         Some(rule) => match rule.holds(&context) {
             Ok(true) => None,
