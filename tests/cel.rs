@@ -1,7 +1,9 @@
 //! A definition written in CEL on the rig (`tests/golden/cel/definition.yaml`: children
 //! written as objects, CEL rules): the API server takes what its objects render, a child
-//! waits for the one it reads, readiness and status follow the live objects, and an edit
-//! that turns an `omit()` field on reaches the child.
+//! waits for the one it reads, readiness and status follow the live objects, an edit
+//! that turns an `omit()` field on reaches the child, and a child whose `includeWhen`
+//! stops holding is pruned with the child that depends on it; a `forEach` child follows
+//! its list.
 
 mod common;
 
@@ -10,6 +12,7 @@ use std::time::Duration;
 use common::{TestNamespace, client, start_stencil, unique_group, wait_established, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
@@ -92,4 +95,50 @@ async fn a_cel_definition_serves_its_objects_and_rules_on_the_rig() {
         (d.spec.paused == Some(true)).then_some(())
     })
     .await;
+
+    let ingresses: Api<Ingress> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        ingresses.get_opt("shop").await.unwrap().is_none(),
+        "no host, no Ingress"
+    );
+    let host = json!({"spec": {"host": "shop.example.org"}});
+    apps.patch("shop", &PatchParams::default(), &Patch::Merge(host))
+        .await
+        .unwrap();
+    wait_for("the Ingress and the links it brings", TIMEOUT, || async {
+        let links = config_maps.get_opt("shop-links").await.ok()??;
+        ingresses.get_opt("shop").await.ok()?.map(|_| links)
+    })
+    .await;
+    let no_host = json!({"spec": {"host": null}});
+    apps.patch("shop", &PatchParams::default(), &Patch::Merge(no_host))
+        .await
+        .unwrap();
+    wait_for("the Ingress and the links pruned", TIMEOUT, || async {
+        let links = config_maps.get_opt("shop-links").await.ok()?;
+        let ingress = ingresses.get_opt("shop").await.ok()?;
+        (links.is_none() && ingress.is_none()).then_some(())
+    })
+    .await;
+
+    let zones = json!({"spec": {"zones": ["east", "west"]}});
+    apps.patch("shop", &PatchParams::default(), &Patch::Merge(zones))
+        .await
+        .unwrap();
+    wait_for("a ConfigMap per zone, counted in the status", TIMEOUT, || async {
+        config_maps.get_opt("shop-west").await.ok()??;
+        config_maps.get_opt("shop-east").await.ok()??;
+        (apps.get("shop").await.ok()?.data["status"]["zones"] == 2).then_some(())
+    })
+    .await;
+    let east = json!({"spec": {"zones": ["east"]}});
+    apps.patch("shop", &PatchParams::default(), &Patch::Merge(east))
+        .await
+        .unwrap();
+    wait_for("the west zone's ConfigMap pruned", TIMEOUT, || async {
+        let west = config_maps.get_opt("shop-west").await.ok()?;
+        west.is_none().then_some(())
+    })
+    .await;
+    assert!(config_maps.get_opt("shop-east").await.unwrap().is_some());
 }

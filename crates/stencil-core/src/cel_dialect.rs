@@ -112,6 +112,13 @@ pub const NOT_OFFERED: [&str; 19] = [
     "max",
 ];
 
+/// The namespaces of the environment's functions (`lists.range`, `json.marshal`): a
+/// name an expression reads before one of them is a function's, not a variable's, so a
+/// child of that name is reached as `children.<name>`.
+const NAMESPACES: [&str; 8] = [
+    "lists", "math", "base64", "hash", "random", "json", "strings", "optional",
+];
+
 /// Compiles every `${...}` segment of `text`; columns in errors count from 1.
 pub fn parse(text: &str) -> Result<CelString, CelError> {
     let mut parts = Vec::new();
@@ -139,7 +146,8 @@ pub fn parse(text: &str) -> Result<CelString, CelError> {
                 message: format!("Stencil's CEL does not offer `{name}`"),
             });
         }
-        variables.extend(references.variables().into_iter().map(str::to_string));
+        let read = references.variables().into_iter().filter(|v| !NAMESPACES.contains(v));
+        variables.extend(read.map(str::to_string));
         parts.push(Part::Expression { source, program });
         offset += start + 2 + end + 1;
         rest = &body[end + 1..];

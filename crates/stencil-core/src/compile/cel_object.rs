@@ -2,9 +2,10 @@
 //! `${ CEL }`, compiled once into a tree and rendered by evaluating each expression. A
 //! string that is one `${...}` alone becomes the expression's value with its type; one
 //! whose value is `omit()` leaves its field out. `apiVersion` and `kind` are literal, so
-//! the kind is known before anything renders.
+//! the kind is known before anything renders. With `forEach`, as kro's, the object renders
+//! once for each combination of its dimensions' values.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -154,6 +155,131 @@ impl Node {
                 Some(Value::Array(out))
             }
         })
+    }
+}
+
+/// One `forEach` dimension: a variable and the CEL expression that gives its values.
+#[derive(Debug, Clone)]
+pub struct Dimension {
+    /// The variable each value is bound to.
+    pub name: String,
+    /// The expression, one `${...}` giving a list.
+    pub values: Arc<CelString>,
+}
+
+/// A child written as an object: the object, and its `forEach` dimensions.
+#[derive(Debug, Clone)]
+pub struct ObjectChild {
+    /// The compiled object.
+    pub object: Node,
+    /// The dimensions, first outermost; empty for a child of one object.
+    pub for_each: Vec<Dimension>,
+}
+
+/// Compiles `forEach` entries: each maps one variable to one `${...}` expression.
+///
+/// # Errors
+///
+/// An entry with another number of keys, a name that is not an identifier, or a value
+/// that is not one expression, each with its entry's path (`forEach[0]`).
+pub fn compile_for_each(entries: &[BTreeMap<String, String>]) -> Result<Vec<Dimension>, Vec<(String, String)>> {
+    let mut dimensions = Vec::new();
+    let mut errors = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let path = format!("forEach[{i}]");
+        let [(name, text)] = entry.iter().collect::<Vec<_>>()[..] else {
+            errors.push((
+                path,
+                "each entry maps one variable to its values: `- name: ${...}`".to_string(),
+            ));
+            continue;
+        };
+        if !is_identifier(name) || dimensions.iter().any(|d: &Dimension| &d.name == name) {
+            errors.push((path, format!("`{name}` is not a variable name of its own")));
+            continue;
+        }
+        match cel_dialect::parse(text) {
+            Ok(cel) if cel.is_expression() => dimensions.push(Dimension {
+                name: name.clone(),
+                values: Arc::new(cel),
+            }),
+            Ok(_) => errors.push((path, "the values are one `${...}` giving a list".to_string())),
+            Err(e) => errors.push((path, e.to_string())),
+        }
+    }
+    if errors.is_empty() { Ok(dimensions) } else { Err(errors) }
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl ObjectChild {
+    /// Every name the child reads: its dimensions' expressions', and its object's but
+    /// the dimensions' own variables.
+    pub fn variables(&self) -> BTreeSet<&str> {
+        let own: BTreeSet<&str> = self.for_each.iter().map(|d| d.name.as_str()).collect();
+        let mut names: BTreeSet<&str> = self
+            .object
+            .variables()
+            .into_iter()
+            .filter(|n| !own.contains(n))
+            .collect();
+        names.extend(self.for_each.iter().flat_map(|d| d.values.variables()));
+        names
+    }
+
+    /// The objects the child renders: one, or one per combination of its dimensions'
+    /// values (the first dimension outermost), each with the combination in scope.
+    ///
+    /// # Errors
+    ///
+    /// A dimension that fails or is not a list (its path is `forEach[i]`), or an
+    /// expression of the object that fails.
+    pub fn render<'a>(&self, variable: &dyn Fn(&str) -> Option<&'a Value>) -> Result<Vec<Value>, ObjectError> {
+        let mut combinations: Vec<Vec<(&str, Value)>> = vec![Vec::new()];
+        for (i, dimension) in self.for_each.iter().enumerate() {
+            let path = format!("forEach[{i}]");
+            let failed = |error| ObjectError {
+                path: path.clone(),
+                error,
+            };
+            let values = match dimension.values.evaluate(variable).map_err(failed)? {
+                Some(Value::Array(values)) => values,
+                other => {
+                    let message = format!("gives {}, not a list", other.unwrap_or(Value::Null));
+                    return Err(failed(CelError::Evaluate {
+                        expression: path.clone(),
+                        message,
+                    }));
+                }
+            };
+            combinations = combinations
+                .into_iter()
+                .flat_map(|combination| {
+                    values.iter().map(move |v| {
+                        let mut next = combination.clone();
+                        next.push((dimension.name.as_str(), v.clone()));
+                        next
+                    })
+                })
+                .collect();
+        }
+        combinations
+            .iter()
+            .map(|combination| {
+                let scoped = |name: &str| {
+                    combination
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, v)| v)
+                        .or_else(|| variable(name))
+                };
+                self.object.render(&scoped)
+            })
+            .collect()
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use minijinja::Environment;
 
-use super::cel_object::Node;
+use super::cel_object::ObjectChild;
 use super::rules::Rule;
 use super::{FieldPosition, names};
 use crate::definition::{Child, OperatorDefinitionSpec};
@@ -35,8 +35,9 @@ pub struct CompiledDefinition {
     pub(super) env: Environment<'static>,
     pub(super) origins: BTreeMap<String, FieldPosition>,
     /// Each child written as an object, compiled, by child index.
-    pub(super) objects: Vec<Option<Arc<Node>>>,
+    pub(super) objects: Vec<Option<Arc<ObjectChild>>>,
     pub(super) ready_rules: Vec<Option<Rule>>,
+    pub(super) include_rules: Vec<Option<Rule>>,
     pub(super) field_rules: Vec<(String, Rule)>,
     pub(super) condition_rules: Vec<Rule>,
     /// The kinds each child's template produces, by child index (`children`, then
@@ -135,8 +136,13 @@ impl CompiledDefinition {
     }
 
     /// The object of the child at `index`, compiled, when it is written as an object.
-    pub fn object(&self, index: usize) -> Option<&Node> {
+    pub fn object(&self, index: usize) -> Option<&ObjectChild> {
         self.objects.get(index).and_then(Option::as_deref)
+    }
+
+    /// The `includeWhen` rule of the child at `index`, if it has one.
+    pub fn include_rule(&self, index: usize) -> Option<&Rule> {
+        self.include_rules.get(index).and_then(Option::as_ref)
     }
 
     /// The `readyWhen` rule of the child at `index`, if it has one.

@@ -94,6 +94,7 @@ impl Locator {
             Field::ChildObject(i, _) => child(i).and_then(|c| c.object.as_ref()),
             Field::ChildUpdatePolicy(i) => child(i).and_then(|c| c.update_policy.as_ref()),
             Field::ChildReadyWhen(i) => child(i).and_then(|c| c.ready_when.as_ref()),
+            Field::ChildIncludeWhen(i) => child(i).and_then(|c| c.include_when.as_ref()),
             Field::ChildDependsOn(i) => child(i).and_then(|c| c.depends_on.as_ref()),
             Field::LookupName(i) => lookup(i).and_then(|l| l.name.as_ref()),
             Field::LookupNameTemplate(i) => lookup(i).and_then(|l| l.name_template.as_ref()),
@@ -214,6 +215,7 @@ struct SpanChild {
     template: Option<Spanned<Value>>,
     object: Option<Spanned<Value>>,
     ready_when: Option<Spanned<Value>>,
+    include_when: Option<Spanned<Value>>,
     depends_on: Option<Spanned<Value>>,
     update_policy: Option<Spanned<Value>>,
 }

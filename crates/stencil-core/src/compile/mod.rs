@@ -11,6 +11,7 @@ mod field;
 pub mod functions;
 mod kinds;
 pub(crate) mod names;
+mod object_stage;
 mod order;
 mod position;
 mod reads;
@@ -157,6 +158,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             origins,
             objects,
             ready_rules: rules.ready,
+            include_rules: rules.include,
             field_rules: rules.fields,
             condition_rules: rules.conditions,
             child_kinds,

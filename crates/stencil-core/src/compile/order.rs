@@ -29,7 +29,7 @@ pub(super) fn dependency_order(
         .iter()
         .map(|child| {
             let read = match &child.object {
-                Some(object) => super::stages::object_reads(object, &child.name, &names),
+                Some(object) => super::object_stage::object_reads(object, &child.for_each, &child.name, &names),
                 None => super::reads::sibling_reads(&child.template, &child.name, &names),
             };
             let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);

@@ -274,9 +274,10 @@ fn cel_rule(text: &str) -> Result<CelString, (usize, String)> {
 }
 
 /// What `name` is in a CEL rule over `document`: a top-level key, the `subject` the
-/// document is about (also `self`), the parent as `schema`, a child or a lookup.
+/// document is about (also `self`, and `each`, kro's name for one object of a
+/// collection), the parent as `schema`, a child or a lookup.
 pub(crate) fn cel_variable<'a>(document: &'a Value, subject: Option<&str>, name: &str) -> Option<&'a Value> {
-    if subject.is_some_and(|s| s == name) || (subject.is_some() && name == "self") {
+    if subject.is_some_and(|s| s == name) || (subject.is_some() && matches!(name, "self" | "each")) {
         return Some(document);
     }
     let member = |key: &str| document.get(key).and_then(|m| m.get(name));

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::cel_object::{self, Node};
+use super::cel_object::{self, ObjectChild};
 use super::compiled::CRD_ORIGIN;
 use super::document::Locator;
 use super::field::Field;
@@ -21,19 +21,20 @@ use crate::selector::Matcher;
 /// One definition being compiled: its templates and rules so far, where each came
 /// from, and every problem found.
 pub(super) struct Compilation<'a> {
-    spec: &'a OperatorDefinitionSpec,
-    locator: &'a Locator,
+    pub(super) spec: &'a OperatorDefinitionSpec,
+    pub(super) locator: &'a Locator,
     pub(super) name: String,
     pub(super) errors: Vec<Diagnostic>,
     pub(super) env: minijinja::Environment<'static>,
     pub(super) origins: BTreeMap<String, FieldPosition>,
     /// Each child written as an object, compiled, by child index.
-    pub(super) objects: Vec<Option<Arc<Node>>>,
+    pub(super) objects: Vec<Option<Arc<ObjectChild>>>,
 }
 
 /// A definition's compiled JSONPath rules.
 pub(super) struct Rules {
     pub(super) ready: Vec<Option<Rule>>,
+    pub(super) include: Vec<Option<Rule>>,
     pub(super) fields: Vec<(String, Rule)>,
     pub(super) conditions: Vec<Rule>,
     pub(super) until: Option<Rule>,
@@ -147,43 +148,6 @@ impl<'a> Compilation<'a> {
             child_kinds.push(self.declared_kinds(i, child, &child_kinds));
         }
         child_kinds
-    }
-
-    /// Compiles child `i`'s `object` (its template is named `name`): each expression's
-    /// field is placed in the file, and each that does not parse is reported there.
-    fn object(&mut self, i: usize, name: &str, child: &Child, object: &serde_json::Value) {
-        let whole = Field::ChildObject(i, String::new());
-        if !child.template.is_empty() {
-            let message = "has both a template and an object; write one of them".to_string();
-            self.report(whole.clone(), CompileError::Invalid(message), None);
-        }
-        if child.collection {
-            let message = "is an object, which renders one object; write a collection as a template".to_string();
-            self.report(whole.clone(), CompileError::Invalid(message), None);
-        }
-        let object_name = names::object(name);
-        self.origins.insert(object_name.clone(), self.locator.origin(&whole));
-        match cel_object::compile(object) {
-            Ok(node) => {
-                for path in node.expression_paths() {
-                    let origin = self.locator.origin(&Field::ChildObject(i, path.clone()));
-                    self.origins.insert(format!("{object_name}.{path}"), origin);
-                }
-                self.objects.push(Some(Arc::new(node)));
-            }
-            Err(errors) => {
-                for e in errors {
-                    let column = match e.error {
-                        crate::cel_dialect::CelError::Unclosed { column }
-                        | crate::cel_dialect::CelError::Parse { column, .. } => column as u64,
-                        _ => 1,
-                    };
-                    let error = CompileError::Invalid(e.error.to_string());
-                    self.report(Field::ChildObject(i, e.path), error, Some((1, column)));
-                }
-                self.objects.push(None);
-            }
-        }
     }
 
     /// The kinds child `i` declares, checked against its update policy and the kinds of
@@ -303,6 +267,28 @@ impl<'a> Compilation<'a> {
         }
     }
 
+    /// Reports an `includeWhen` of child `i` that reads a sibling not in its `dependsOn`:
+    /// judged before that sibling exists, it would leave the child out and prune it.
+    fn check_include_reads(&mut self, i: usize, child: &Child, rule: &Rule) {
+        let spec = self.spec;
+        let unlisted: Vec<&str> = spec
+            .children
+            .iter()
+            .chain(&spec.finalize.children)
+            .map(|c| c.name.as_str())
+            .filter(|n| *n != child.name && !child.depends_on.iter().any(|d| d == n))
+            .filter(|n| rule.cel_variables().contains(n) || rule.source().contains(&format!("children.{n}")))
+            .collect();
+        if !unlisted.is_empty() {
+            let message = format!(
+                "includeWhen reads `{}` without `dependsOn: [{}]`: the rule would judge a child that may not exist yet, and leave this one out",
+                unlisted.join("`, `"),
+                unlisted.join(", ")
+            );
+            self.report(Field::ChildIncludeWhen(i), CompileError::Invalid(message), None);
+        }
+    }
+
     /// Compiles the readiness, status and finalize rules.
     pub(super) fn rules(&mut self) -> Rules {
         let spec = self.spec;
@@ -316,6 +302,20 @@ impl<'a> Compilation<'a> {
                     .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))?;
                 self.check_ready_scope(i, c, &rule);
                 Some(rule.about(&c.name))
+            })
+            .collect();
+        let include = spec
+            .children
+            .iter()
+            .chain(&spec.finalize.children)
+            .enumerate()
+            .map(|(i, c)| {
+                let rule = c
+                    .include_when
+                    .as_deref()
+                    .and_then(|r| self.rule(r, Field::ChildIncludeWhen(i)))?;
+                self.check_include_reads(i, c, &rule);
+                Some(rule)
             })
             .collect();
         let fields = spec
@@ -338,6 +338,7 @@ impl<'a> Compilation<'a> {
             .and_then(|r| self.rule(r, Field::FinalizeUntil));
         Rules {
             ready,
+            include,
             fields,
             conditions,
             until,
@@ -354,26 +355,13 @@ pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec) -> Vec<Vec<String>> {
     all()
         .map(|c| {
             if let Some(object) = &c.object {
-                object_reads(object, &c.name, &names)
+                super::object_stage::object_reads(object, &c.for_each, &c.name, &names)
             } else if reads::imports_helpers(&c.template) {
                 reads::sibling_reads(&format!("{}\n{helpers}", c.template), &c.name, &names)
             } else {
                 reads::sibling_reads(&c.template, &c.name, &names)
             }
         })
-        .collect()
-}
-
-/// The siblings an object child's expressions read, by name or through `children`.
-pub(super) fn object_reads(object: &serde_json::Value, own: &str, names: &[&str]) -> Vec<String> {
-    let Ok(node) = cel_object::compile(object) else {
-        return Vec::new();
-    };
-    let variables = node.variables();
-    names
-        .iter()
-        .filter(|n| **n != own && variables.contains(**n))
-        .map(|n| n.to_string())
         .collect()
 }
 

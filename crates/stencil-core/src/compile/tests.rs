@@ -588,3 +588,17 @@ fn a_cel_readiness_rule_that_reads_beyond_its_object_is_refused() {
     assert_eq!(d.field.as_deref(), Some("children[config].readyWhen"), "{d}");
     assert!(d.to_string().contains("`schema` is not in its scope"), "{d}");
 }
+
+#[test]
+fn an_include_rule_that_reads_a_sibling_needs_it_in_depends_on() {
+    let text = format!(
+        "{}    - name: extra\n      includeWhen: ${{config.data.a == 'x'}}\n      template: \"apiVersion: v1\\nkind: Secret\\n\"\n",
+        object_child("          a: x\n")
+    );
+    let d = one_error(&text);
+    assert_eq!(d.field.as_deref(), Some("children[extra].includeWhen"), "{d}");
+    assert!(d.to_string().contains("without `dependsOn: [config]`"), "{d}");
+    let listed = text.replace("      includeWhen:", "      dependsOn: [config]\n      includeWhen:");
+    let (_, diags) = compile_file("w.yaml", &listed);
+    assert!(diags.0.is_empty(), "{diags:?}");
+}

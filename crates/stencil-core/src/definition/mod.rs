@@ -176,11 +176,23 @@ pub struct Child {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_unknown_object")]
     pub object: Option<Value>,
+    /// With `object` and `collection: true`, as kro's `forEach`: each entry maps one
+    /// variable to a `${...}` giving a list, and the object renders once for each
+    /// combination of the values (the first entry outermost), the variables in scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub for_each: Vec<BTreeMap<String, String>>,
     /// A rule over the observed object (a JSONPath, one minijinja expression in `{{ }}`
     /// over its fields, or one CEL expression in `${ }`, which also sees the object as
     /// `self` and by this child's name); replaces the default readiness rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
+    /// A rule over the context (a JSONPath, one minijinja expression in `{{ }}` or one CEL
+    /// expression in `${ }`), as kro's `includeWhen`: while it does not hold, the child
+    /// renders nothing (its objects are pruned) and counts as ready, and every child that
+    /// depends on it is left out too. A sibling it reads must be in `dependsOn`, so the
+    /// rule never judges a child that is not there yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_when: Option<String>,
     /// What to do with an existing object of the same name that is not this parent's.
     #[serde(default, skip_serializing_if = "Adopt::is_never")]
     pub adopt: Adopt,

@@ -5,14 +5,14 @@
 //! One object comes from one entry, once: two renderings of it would overwrite each other
 //! on every pass.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use minijinja::value::Value as JinjaValue;
 use serde_json::Value;
 
 use super::{DesiredChild, ParentInfo, RenderError, RenderFailure, RenderInput, Waiting, decorate, parent_status};
 use crate::cel_dialect::CelError;
-use crate::compile::cel_object::Node;
+use crate::compile::cel_object::ObjectChild;
 use crate::compile::names;
 use crate::compile::rules::cel_variable;
 use crate::gvk::Scopes;
@@ -24,6 +24,8 @@ pub(super) struct Entries<'a> {
     pub(super) desired: Vec<DesiredChild>,
     pub(super) waiting: Vec<Waiting>,
     pub(super) ready: BTreeMap<&'a str, Readiness>,
+    /// Children left out by their `includeWhen`, or by a dependency's.
+    pub(super) excluded: BTreeSet<&'a str>,
 }
 
 impl<'a> Entries<'a> {
@@ -61,6 +63,7 @@ pub(super) fn render_entries<'a>(
         desired: Vec::new(),
         waiting: Vec::new(),
         ready: BTreeMap::new(),
+        excluded: BTreeSet::new(),
     };
     let mut errors = Vec::new();
     let mut rendered_by: BTreeMap<ObjectKey, &str> = BTreeMap::new();
@@ -74,6 +77,20 @@ pub(super) fn render_entries<'a>(
         if !blockers.is_empty() {
             out.wait(&child.name, blockers);
             continue;
+        }
+        match included(info, i, context.0, &out.excluded) {
+            Ok(true) => {}
+            Ok(false) => {
+                out.ready.insert(&child.name, Readiness::Ready);
+                out.excluded.insert(&child.name);
+                continue;
+            }
+            Err(e) => {
+                out.ready
+                    .insert(&child.name, Readiness::NotReady("includeWhen failed".into()));
+                errors.push(e);
+                continue;
+            }
         }
         match render_child(info, i, context, input.scopes) {
             Ok(objects) => {
@@ -119,6 +136,19 @@ pub(super) fn render_entries<'a>(
     }
 }
 
+/// Whether the entry at `i` is rendered: no child it depends on is left out, and its
+/// `includeWhen`, if any, holds over `context`.
+fn included(info: &ParentInfo<'_>, i: usize, context: &Value, excluded: &BTreeSet<&str>) -> Result<bool, RenderError> {
+    let def = info.def;
+    if def.entry(i).depends_on.iter().any(|d| excluded.contains(d.as_str())) {
+        return Ok(false);
+    }
+    match def.include_rule(i) {
+        Some(rule) => rule.holds(context).map_err(|e| info.rule_error(rule, e)),
+        None => Ok(true),
+    }
+}
+
 /// What the entry at `i` waits for: the entries it depends on, and every collection it
 /// reads, that are not ready. A collection read is a dependency: the reader waits until
 /// every member exists and is ready (an empty collection is complete), not just until
@@ -152,9 +182,9 @@ fn absent_reads(def: &crate::compile::CompiledDefinition, i: usize, input: &Rend
 fn render_object(
     info: &ParentInfo<'_>,
     template: &str,
-    object: &Node,
+    object: &ObjectChild,
     context: &Value,
-) -> Result<Value, Vec<RenderError>> {
+) -> Result<Vec<Value>, Vec<RenderError>> {
     object.render(&|name| cel_variable(context, None, name)).map_err(|e| {
         let field = format!("{}.{}", names::object(template), e.path);
         vec![RenderError::Template {
@@ -200,7 +230,7 @@ fn render_child(
     let declared = &info.def.child_kinds[index];
     let template = info.def.template_name(index);
     let docs = match info.def.object(index) {
-        Some(object) => vec![render_object(info, &template, object, context)?],
+        Some(object) => render_object(info, &template, object, context)?,
         None => {
             let text = info
                 .render_template(&template, &child.template, jinja_ctx)

@@ -382,8 +382,7 @@ pub fn render(def: &CompiledDefinition, input: RenderInput<'_>) -> Result<Render
     let context = context(def, &input);
     let jinja_ctx = JinjaValue::from(Serde(&context));
     let entries = render_entries(&info, def.order(), (&context, &jinja_ctx), &input)?;
-    let status =
-        parent_status::status(&info, &context, &entries.ready, &entries.waiting).map_err(|e| RenderFailure(vec![e]))?;
+    let status = parent_status::status(&info, &context, &entries).map_err(|e| RenderFailure(vec![e]))?;
     Ok(RenderOutput {
         children: entries.desired,
         waiting: entries.waiting,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use minijinja::value::{Serde, Value as JinjaValue};
 use serde_json::{Map, Value, json};
 
+use super::entries::Entries;
 use super::*;
 use crate::conditions::condition;
 use crate::readiness::default_readiness;
@@ -46,12 +47,8 @@ pub(super) fn child_readiness(
 
 /// The parent's status: fields, user conditions, the status template, `Ready`,
 /// `Reconciling` while not ready, and `observedGeneration`.
-pub(super) fn status(
-    info: &ParentInfo<'_>,
-    context: &Value,
-    ready: &BTreeMap<&str, Readiness>,
-    waiting: &[Waiting],
-) -> Result<Value, RenderError> {
+pub(super) fn status(info: &ParentInfo<'_>, context: &Value, entries: &Entries<'_>) -> Result<Value, RenderError> {
+    let (ready, waiting) = (&entries.ready, entries.waiting.as_slice());
     let generation = info.object.pointer("/metadata/generation").and_then(Value::as_i64);
     let mut status = Map::new();
     if let Some(g) = generation {
@@ -67,7 +64,15 @@ pub(super) fn status(
         from_template(info, source, &ctx, &mut status)?;
     }
     let mut conditions = rule_conditions(info, context, generation)?;
-    let Said { reason, message } = readiness_said(info.def.spec.children.len(), &not_ready, waiting);
+    let Said { reason, mut message } = readiness_said(
+        info.def.spec.children.len() - entries.excluded.len(),
+        &not_ready,
+        waiting,
+    );
+    if !entries.excluded.is_empty() {
+        let names: Vec<&str> = entries.excluded.iter().copied().collect();
+        message.push_str(&format!("; left out by includeWhen: {}", names.join(", ")));
+    }
     conditions.push(condition("Ready", all_ready, &reason, &message, generation));
     if !all_ready {
         conditions.push(condition("Reconciling", true, &reason, &message, generation));

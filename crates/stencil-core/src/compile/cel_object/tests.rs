@@ -75,3 +75,47 @@ fn the_kind_and_identity_are_read_from_literal_fields() {
     let fixed = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}});
     assert_eq!(fixed_identity(&fixed).as_deref(), Some("v1\nConfigMap\na\n"));
 }
+
+#[test]
+fn for_each_renders_one_object_per_combination_first_dimension_outermost() {
+    let entries: Vec<BTreeMap<String, String>> = vec![
+        [("zone".to_string(), "${schema.spec.zones}".to_string())].into(),
+        [("i".to_string(), "${lists.range(2)}".to_string())].into(),
+    ];
+    let child = ObjectChild {
+        object: compile(&json!({"metadata": {"name": "${zone + '-' + string(i)}"}, "size": "${schema.spec.size}"}))
+            .unwrap(),
+        for_each: compile_for_each(&entries).unwrap(),
+    };
+    assert_eq!(child.variables().into_iter().collect::<Vec<_>>(), ["schema"]);
+    let context = json!({"schema": {"spec": {"zones": ["a", "b"], "size": 3}}});
+    let names: Vec<Value> = child
+        .render(&|name| context.get(name))
+        .unwrap()
+        .into_iter()
+        .map(|o| o["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("a-0"), json!("a-1"), json!("b-0"), json!("b-1")]);
+    let empty = json!({"schema": {"spec": {"zones": [], "size": 3}}});
+    assert_eq!(child.render(&|name| empty.get(name)).unwrap(), Vec::<Value>::new());
+    let not_a_list = json!({"schema": {"spec": {"zones": "a", "size": 3}}});
+    let err = child.render(&|name| not_a_list.get(name)).unwrap_err();
+    assert_eq!(err.path, "forEach[0]");
+    assert!(err.to_string().contains("not a list"), "{err}");
+}
+
+#[test]
+fn a_for_each_entry_is_one_variable_and_one_expression() {
+    let entry = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    };
+    let errors = compile_for_each(&[
+        entry(&[("a", "${[1]}"), ("b", "${[2]}")]),
+        entry(&[("1x", "${[1]}")]),
+        entry(&[("c", "plain")]),
+        entry(&[("d", "${[1}")]),
+    ])
+    .unwrap_err();
+    let paths: Vec<&str> = errors.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["forEach[0]", "forEach[1]", "forEach[2]", "forEach[3]"]);
+}
