@@ -14,8 +14,8 @@
 // The core as the binary, the tests and the bench use it; the rest of it serves the
 // cluster side only.
 pub use stencil_core::{
-    applied, compact_schema, compile, convert, definition, gvk, json_schema, labels, metacontroller, offline, render,
-    rollout, schema_reference, yaml,
+    applied, compact_schema, compile, convert, definition, gvk, import_kro, json_schema, labels, metacontroller,
+    offline, render, rollout, schema_reference, yaml,
 };
 pub(crate) use stencil_core::{conditions, immutable, object_key, ownership, selector, shard};
 

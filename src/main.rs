@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, LogFormat, RunArgs, SchemaRewrite};
+use cli::{Cli, Command, ImportFrom, LogFormat, RunArgs, SchemaRewrite};
 use commands::FAILED;
 use commands::schema::Rewrite;
 
@@ -51,6 +51,9 @@ fn dispatch(command: Command) -> Result<ExitCode> {
             rewrite: Some(SchemaRewrite::Expand { paths }),
             ..
         } => commands::schema::rewrite(&paths, Rewrite::Expand),
+        Command::Import {
+            from: ImportFrom::Kro { files, output },
+        } => commands::import::kro(&files, output.as_deref()),
         Command::New(args) => commands::new(&args),
         Command::Diff(args) => Ok(commands::diff(&args)),
         Command::Convert(args) => commands::convert(&args),

@@ -64,6 +64,12 @@ pub enum Command {
         #[command(subcommand)]
         rewrite: Option<SchemaRewrite>,
     },
+    /// Translate another operator framework's definitions into OperatorDefinitions.
+    Import {
+        /// The framework.
+        #[command(subcommand)]
+        from: ImportFrom,
+    },
     /// Start a new definition: a CRD skeleton, a child, an example parent and a golden case.
     New(NewArgs),
     /// Show what a new definition would do to every existing parent (dry run); exit 0 for
@@ -321,5 +327,23 @@ pub enum SchemaRewrite {
         /// Definition files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+    },
+}
+
+/// What `stencil import` translates.
+#[derive(Subcommand, Debug)]
+pub enum ImportFrom {
+    /// kro's ResourceGraphDefinitions: one OperatorDefinition per RGD, with a comment at
+    /// each choice the translation made. An RGD that uses something Stencil cannot express
+    /// is refused with its file, line and the feature's name; then every refusal is
+    /// printed, nothing is written, and the exit code is 1.
+    Kro {
+        /// Files holding ResourceGraphDefinitions (other documents are passed over).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write `<name>.yaml` per definition into this directory instead of printing
+        /// them as one stream.
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
     },
 }

@@ -1,5 +1,5 @@
 //! The subcommands other than `run` (`validate`, `render`, `test`, `crd`, `rbac`,
-//! `schema` and its rewrites, `argocd`, `new`, `diff`, `convert`): each reads its inputs (files, or the cluster for
+//! `schema` and its rewrites, `argocd`, `new`, `diff`, `convert`, `import`): each reads its inputs (files, or the cluster for
 //! `diff` and `render --from-cluster`, which never write), calls the library or the
 //! commands' own modules (the golden runner, scaffolding, RBAC derivation, Argo CD
 //! health), prints, and returns the exit code.
@@ -20,6 +20,7 @@ use stencil::{crd, yaml};
 mod argocd;
 mod cluster;
 mod golden;
+pub mod import;
 mod rbac;
 pub mod rollout;
 mod scaffold;

@@ -123,39 +123,70 @@ const NAMESPACES: [&str; 8] = [
 pub fn parse(text: &str) -> Result<CelString, CelError> {
     let mut parts = Vec::new();
     let mut variables = BTreeSet::new();
-    let mut rest = text;
-    let mut offset = 0;
-    while let Some(start) = rest.find("${") {
-        if start > 0 {
-            parts.push(Part::Text(rest[..start].to_string()));
-        }
-        let body = &rest[start + 2..];
-        let column = text[..offset + start].chars().count() + 1;
-        let end = closing_brace(body).ok_or(CelError::Unclosed { column })?;
-        let source = body[..end].trim().to_string();
-        let program = ENV.compile(&source).map_err(|e| CelError::Parse {
+    for (column, segment) in located_segments(text)? {
+        let source = match segment {
+            Segment::Text(text) => {
+                parts.push(Part::Text(text));
+                continue;
+            }
+            Segment::Expression(source) => source,
+        };
+        let fail = |message: String| CelError::Parse {
             column,
             expression: source.clone(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let program = ENV.compile(&source).map_err(|e| fail(e.to_string()))?;
         let references = program.references();
         if let Some(name) = references.functions().into_iter().find(|f| NOT_OFFERED.contains(f)) {
-            return Err(CelError::Parse {
-                column,
-                expression: source.clone(),
-                message: format!("Stencil's CEL does not offer `{name}`"),
-            });
+            return Err(fail(format!("Stencil's CEL does not offer `{name}`")));
         }
         let read = references.variables().into_iter().filter(|v| !NAMESPACES.contains(v));
         variables.extend(read.map(str::to_string));
         parts.push(Part::Expression { source, program });
+    }
+    Ok(CelString { parts, variables })
+}
+
+/// One piece of a string with `${...}` segments.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Segment {
+    /// Text, as written.
+    Text(String),
+    /// An expression's source, without `${` and `}`, trimmed.
+    Expression(String),
+}
+
+/// The pieces of `text`, unparsed.
+///
+/// # Errors
+///
+/// A `${` is never closed.
+pub fn segments(text: &str) -> Result<Vec<Segment>, CelError> {
+    Ok(located_segments(text)?.into_iter().map(|(_, s)| s).collect())
+}
+
+/// The pieces of `text`, each with the column (from 1) where it starts.
+fn located_segments(text: &str) -> Result<Vec<(usize, Segment)>, CelError> {
+    let mut segments = Vec::new();
+    let mut rest = text;
+    let mut offset = 0;
+    while let Some(start) = rest.find("${") {
+        if start > 0 {
+            let column = text[..offset].chars().count() + 1;
+            segments.push((column, Segment::Text(rest[..start].to_string())));
+        }
+        let body = &rest[start + 2..];
+        let column = text[..offset + start].chars().count() + 1;
+        let end = closing_brace(body).ok_or(CelError::Unclosed { column })?;
+        segments.push((column, Segment::Expression(body[..end].trim().to_string())));
         offset += start + 2 + end + 1;
         rest = &body[end + 1..];
     }
     if !rest.is_empty() {
-        parts.push(Part::Text(rest.to_string()));
+        segments.push((text[..offset].chars().count() + 1, Segment::Text(rest.to_string())));
     }
-    Ok(CelString { parts, variables })
+    Ok(segments)
 }
 
 /// Where the `}` that closes an expression is, skipping nested braces and string

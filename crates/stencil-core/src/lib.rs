@@ -22,6 +22,7 @@ pub mod fixtures;
 mod fuzz;
 pub mod gvk;
 pub mod immutable;
+pub mod import_kro;
 pub mod json_schema;
 pub mod labels;
 pub mod metacontroller;
