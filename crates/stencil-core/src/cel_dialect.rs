@@ -4,6 +4,7 @@
 //! stays a list); segments within other text are joined as strings.
 
 mod kro;
+mod list_functions;
 mod overload;
 mod quantity;
 mod regex;
@@ -77,6 +78,7 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
         cel::extensions::math,
         cel::extensions::encoders,
         kro::extension,
+        list_functions::extension,
         quantity::extension,
         regex::extension,
     ];
@@ -90,7 +92,7 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
 
 /// Functions kro's environment offers that Stencil's does not: an expression that calls
 /// one does not compile, rather than fail on every pass.
-pub const NOT_OFFERED: [&str; 19] = [
+pub const NOT_OFFERED: [&str; 15] = [
     "timestamp",
     "duration",
     "url",
@@ -106,10 +108,6 @@ pub const NOT_OFFERED: [&str; 19] = [
     "transformMapEntry",
     "bind",
     "newCondition",
-    "isSorted",
-    "sum",
-    "min",
-    "max",
 ];
 
 /// The namespaces of the environment's functions (`lists.range`, `json.marshal`): a

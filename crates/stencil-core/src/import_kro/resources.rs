@@ -18,6 +18,9 @@ pub(crate) struct Graph {
     pub lookups: Vec<Value>,
     /// The comment lines for each child and lookup, by id.
     pub notes: Vec<(String, Vec<String>)>,
+    /// The namespaces the resources name (`*` for one an expression computes), which a
+    /// definition must allow.
+    pub namespaces: BTreeSet<String>,
 }
 
 const KEYS: [&str; 6] = ["id", "template", "externalRef", "readyWhen", "includeWhen", "forEach"];
@@ -97,6 +100,9 @@ fn child(
             depends_on.join(", ")
         ));
         entry["dependsOn"] = json!(depends_on);
+    }
+    if let Some(namespace) = template.pointer("/metadata/namespace").and_then(Value::as_str) {
+        graph.namespaces.insert(allowed(namespace));
     }
     entry["adopt"] = "IfUnowned".into();
     notes.push("adopt: IfUnowned takes over the object kro made (kro sets no owner reference)".to_string());
@@ -201,6 +207,7 @@ fn lookup(id: &str, reference: &Value, resource: &Map<String, Value>, graph: &mu
         )),
     }
     if let Some(namespace) = text("/metadata/namespace") {
+        graph.namespaces.insert(allowed(namespace));
         match minijinja_of(namespace) {
             Some(template) => entry["namespaceTemplate"] = template.into(),
             None => refusals.push(Refusal::of(
@@ -217,6 +224,16 @@ fn lookup(id: &str, reference: &Value, resource: &Map<String, Value>, graph: &mu
             "resources[{id}]: its externalRef, as a lookup the children wait for"
         )],
     ));
+}
+
+/// What `allowedNamespaces` must hold for a resource that names `namespace`: the
+/// namespace, or `*` when an expression computes it.
+fn allowed(namespace: &str) -> String {
+    if namespace.contains("${") {
+        "*".to_string()
+    } else {
+        namespace.to_string()
+    }
 }
 
 /// A lookup name kro writes (literal text, and `${schema.a.b}` reads of the instance) as

@@ -22,6 +22,14 @@ pub(super) fn definition(file: &str, rgd: &str, parent: &Parent, graph: &Graph) 
         "  ",
         &json!({"parent": {"apiVersion": format!("{}/{}", parent.group, parent.version), "kind": parent.kind}}),
     ));
+    if !graph.namespaces.is_empty() {
+        out.push_str(
+            "  # kro's resources name their namespace; Stencil keeps a parent's children in its own\n  \
+             # namespace unless allowed. `*` stands for a namespace an expression computes: narrow it\n  \
+             # to the namespaces you use.\n",
+        );
+        out.push_str(&block("  ", &json!({"allowedNamespaces": graph.namespaces})));
+    }
     out.push_str("  # The schema's lines are kro's SimpleSchema, which Stencil's compact form reads.\n");
     out.push_str(&block("  ", &json!({"crd": parent.crd})));
     entries(&mut out, "lookups", &graph.lookups, graph);
