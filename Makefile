@@ -49,8 +49,10 @@ golden: build ## Validate the bundled operators, run their golden cases, check t
 .PHONY: integration
 integration: ## Integration tests against the rig (or STENCIL_TEST_KUBECONFIG's cluster)
 ifdef STENCIL_TEST_KUBECONFIG
+	$(TESTENV)/build.sh kro
 	$(CARGO) test --locked --features fault-injection --test '*'
 else
+	$(TESTENV)/build.sh kro
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --features fault-injection --test '*' || status=$$?; \
 	if [ $$status = 0 ]; then $(MAKE) --no-print-directory bench-smoke || status=$$?; fi; \

@@ -1,0 +1,351 @@
+//! kro and Stencil side by side on the rig. Each of kro's examples (its RGD, its instance
+//! and the objects it expects) is served by kro, then, imported by `stencil import kro`
+//! into a group of its own, by Stencil: the children each makes, normalised (the labels
+//! and annotations each controller writes for itself, owner references, managed fields,
+//! server-assigned fields and status left out), and the instance's status values are
+//! the same.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{client, start_stencil, wait_for};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use serde_json::{Value, json};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One of kro's examples: its RGD, its instance, and objects it expects to exist.
+struct Example {
+    rgd: &'static str,
+    instance: &'static str,
+    expects: &'static [&'static str],
+}
+
+const EXAMPLES: [Example; 5] = [
+    Example {
+        rgd: "examples/kubernetes/webapp/rg.yaml",
+        instance: "examples/kubernetes/webapp/instance.yaml",
+        expects: &[],
+    },
+    Example {
+        rgd: "examples/kubernetes/additionalPrinterColumns/rg.yaml",
+        instance: "examples/kubernetes/additionalPrinterColumns/instance.yaml",
+        expects: &[],
+    },
+    Example {
+        rgd: "test/e2e/chainsaw/check-instance-creation/rgd.yaml",
+        instance: "test/e2e/chainsaw/check-instance-creation/instance.yaml",
+        expects: &[],
+    },
+    Example {
+        rgd: "test/e2e/chainsaw/check-multi-resource-rgd/rgd.yaml",
+        instance: "test/e2e/chainsaw/check-multi-resource-rgd/instance.yaml",
+        expects: &[],
+    },
+    Example {
+        rgd: "test/e2e/chainsaw/check-external-references/rgd.yaml",
+        instance: "test/e2e/chainsaw/check-external-references/instance.yaml",
+        expects: &["test/e2e/chainsaw/check-external-references/configmap.yaml"],
+    },
+];
+
+/// The group Stencil serves an imported kind in, so both can be installed at once.
+const IMPORTED: &str = "imported.stencil.dev";
+
+fn version() -> String {
+    let versions = std::fs::read_to_string("tests/testenv/versions.env").unwrap();
+    versions
+        .lines()
+        .find_map(|l| l.strip_prefix("KRO_VERSION="))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// kro's module (examples) and build (binary, CRDs).
+fn kro() -> (PathBuf, PathBuf) {
+    let out = Command::new("go")
+        .args([
+            "mod",
+            "download",
+            "-json",
+            &format!("github.com/kubernetes-sigs/kro@{}", version()),
+        ])
+        .output()
+        .unwrap();
+    let module: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cache = std::env::var("STENCIL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
+    let build = cache.join(format!("bin/kro-{}", version()));
+    assert!(
+        build.join(".complete").exists(),
+        "kro is built by `tests/testenv/build.sh kro` (make integration does)"
+    );
+    (PathBuf::from(module["Dir"].as_str().unwrap()), build)
+}
+
+fn yaml(path: &Path) -> Vec<Value> {
+    stencil::yaml::documents(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+async fn apply(client: &Client, object: &Value, namespace: &str) {
+    let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
+        api_version: object["apiVersion"].as_str().unwrap().to_string(),
+        kind: object["kind"].as_str().unwrap().to_string(),
+    })
+    .unwrap();
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    wait_for(&format!("{} {name} applied", gvk.kind), TIMEOUT, || async {
+        let (resource, caps) = pinned_kind(client, &gvk).await.ok()?;
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                object["metadata"]["namespace"].as_str().unwrap_or(namespace),
+                &resource,
+            ),
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply("kro-differential").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .ok()
+    })
+    .await;
+}
+
+/// kro running with the rig's admin identity, stopped when dropped.
+struct Kro(Child);
+
+impl Drop for Kro {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_kro(build: &Path) -> Kro {
+    let log = std::fs::File::create("target/kro-differential.log").unwrap();
+    let child = Command::new(build.join("kro"))
+        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+        .env("KUBECONFIG", common::kubeconfig_path())
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    Kro(child)
+}
+
+/// Every object of the kinds the RGD's templates name, in `namespace`, that carries
+/// `label`, normalised, by kind and name.
+async fn children(client: &Client, rgd: &Value, namespace: &str, label: &str) -> BTreeMap<String, Value> {
+    let mut found = BTreeMap::new();
+    for resource in rgd["spec"]["resources"].as_array().unwrap() {
+        let Some(template) = resource.get("template") else {
+            continue;
+        };
+        let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
+            api_version: template["apiVersion"].as_str().unwrap().to_string(),
+            kind: template["kind"].as_str().unwrap().to_string(),
+        })
+        .unwrap();
+        let (api_resource, _) = pinned_kind(client, &gvk).await.unwrap();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource);
+        for object in api.list(&ListParams::default().labels(label)).await.unwrap() {
+            let value = serde_json::to_value(&object).unwrap();
+            found.insert(
+                format!("{} {}", gvk.kind, object.metadata.name.clone().unwrap()),
+                normalised(value),
+            );
+        }
+    }
+    found
+}
+
+/// What both controllers must agree on: the object but what each writes for itself and
+/// what the API server assigns.
+fn normalised(mut object: Value) -> Value {
+    let own = |key: &str| {
+        key.starts_with("kro.run/")
+            || key.starts_with("internal.kro.run/")
+            || key.starts_with("stencil.dev/")
+            || key.starts_with("applyset.kubernetes.io/")
+            || key == "app.kubernetes.io/managed-by"
+            || key.starts_with("deployment.kubernetes.io/")
+            || key == "kubectl.kubernetes.io/last-applied-configuration"
+    };
+    let metadata = object["metadata"].take();
+    let mut kept = json!({"name": metadata["name"]});
+    for key in ["labels", "annotations"] {
+        if let Some(map) = metadata[key].as_object() {
+            let map: serde_json::Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| !own(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !map.is_empty() {
+                kept[key] = Value::Object(map);
+            }
+        }
+    }
+    object["metadata"] = kept;
+    let fields = object.as_object_mut().unwrap();
+    fields.remove("status");
+    if let Some(spec) = fields.get_mut("spec").and_then(Value::as_object_mut) {
+        for assigned in ["clusterIP", "clusterIPs"] {
+            spec.remove(assigned);
+        }
+    }
+    object
+}
+
+/// `value` without the times things happened (a condition's `lastTransitionTime`), which
+/// differ between two runs whoever serves them.
+fn timeless(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => m
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "lastTransitionTime" | "lastUpdateTime"))
+            .map(|(k, v)| (k.clone(), timeless(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        Value::Array(items) => items.iter().map(timeless).collect(),
+        other => other.clone(),
+    }
+}
+
+/// The instance's status values: the fields the RGD declares, and kro's `state`.
+fn status_values(rgd: &Value, instance: &Value) -> Value {
+    let mut keys: Vec<String> = rgd["spec"]["schema"]["status"]
+        .as_object()
+        .map(|s| s.keys().cloned().collect())
+        .unwrap_or_default();
+    keys.push("state".into());
+    let status = &instance["status"];
+    keys.iter()
+        .map(|k| (k.clone(), timeless(&status[k])))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+async fn instance_api(client: &Client, instance: &Value) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
+        api_version: instance["apiVersion"].as_str().unwrap().to_string(),
+        kind: instance["kind"].as_str().unwrap().to_string(),
+    })
+    .unwrap();
+    let (resource, _) = wait_for(&format!("{} served", gvk.kind), TIMEOUT, || async {
+        pinned_kind(client, &gvk).await.ok()
+    })
+    .await;
+    Api::namespaced_with(client.clone(), "default", &resource)
+}
+
+/// Creates `instance` in `default` and waits until it is ACTIVE; then its children (those
+/// labelled `label` with its name) and status values, and deletes it.
+async fn serve(client: &Client, rgd: &Value, mut instance: Value, label: &str) -> (BTreeMap<String, Value>, Value) {
+    instance["metadata"]["namespace"] = "default".into();
+    apply(client, &instance, "default").await;
+    let api = instance_api(client, &instance).await;
+    let name = instance["metadata"]["name"].as_str().unwrap().to_string();
+    let label = format!("{label}={name}");
+    let served = wait_for(&format!("{name} ACTIVE"), TIMEOUT, || async {
+        let live = serde_json::to_value(api.get(&name).await.ok()?).ok()?;
+        (live["status"]["state"] == "ACTIVE").then_some(live)
+    })
+    .await;
+    let children = children(client, rgd, "default", &label).await;
+    let values = status_values(rgd, &served);
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    wait_for(&format!("{name} deleted"), TIMEOUT, || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    (children, values)
+}
+
+#[tokio::test]
+async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() {
+    let client = client().await;
+    let (module, build) = kro();
+    for crd in std::fs::read_dir(build.join("crds")).unwrap() {
+        for object in yaml(&crd.unwrap().path()) {
+            apply(&client, &object, "default").await;
+        }
+    }
+    let examples: Vec<(Value, Value)> = EXAMPLES
+        .iter()
+        .map(|e| {
+            (
+                yaml(&module.join(e.rgd)).remove(0),
+                yaml(&module.join(e.instance)).remove(0),
+            )
+        })
+        .collect();
+    for e in &EXAMPLES {
+        for path in e.expects {
+            for object in yaml(&module.join(path)) {
+                apply(&client, &object, "default").await;
+            }
+        }
+    }
+
+    let mut by_kro = Vec::new();
+    {
+        let _kro = start_kro(&build);
+        for (rgd, instance) in &examples {
+            apply(&client, rgd, "default").await;
+            let served = serve(&client, rgd, instance.clone(), "kro.run/instance-name").await;
+            assert!(
+                !served.0.is_empty(),
+                "kro made children for {}",
+                rgd["metadata"]["name"]
+            );
+            by_kro.push(served);
+        }
+    }
+
+    let dir = std::env::temp_dir().join(format!("kro-differential-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut paths = Vec::new();
+    for (i, e) in EXAMPLES.iter().enumerate() {
+        let text = std::fs::read_to_string(module.join(e.rgd)).unwrap();
+        for t in stencil::import_kro::import(e.rgd, &text).unwrap() {
+            let path = dir.join(format!("{i}.yaml"));
+            std::fs::write(&path, imported_group(&t.text)).unwrap();
+            paths.push(path);
+        }
+    }
+    let _stencil = start_stencil(&paths, false).await;
+    for (i, (rgd, instance)) in examples.iter().enumerate() {
+        let mut instance = instance.clone();
+        let version = instance["apiVersion"]
+            .as_str()
+            .unwrap()
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_string();
+        instance["apiVersion"] = format!("{IMPORTED}/{version}").into();
+        let by_stencil = serve(&client, rgd, instance, "stencil.dev/parent-name").await;
+        assert_eq!(by_stencil.0, by_kro[i].0, "{}: the children", EXAMPLES[i].rgd);
+        assert_eq!(by_stencil.1, by_kro[i].1, "{}: the status values", EXAMPLES[i].rgd);
+    }
+}
+
+/// A translation served in [`IMPORTED`] rather than kro's group.
+fn imported_group(text: &str) -> String {
+    text.replace("apiVersion: kro.run/", &format!("apiVersion: {IMPORTED}/"))
+        .replace("apiVersion: test.kro.run/", &format!("apiVersion: {IMPORTED}/"))
+        .replace(".kro.run\n", &format!(".{IMPORTED}\n"))
+}
