@@ -3,34 +3,9 @@
 //! ResourceGraphDefinition translates into a definition that compiles, or is refused
 //! naming the feature at its line. The counts are printed for the record.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-/// kro's module directory at `KRO_VERSION` of `tests/testenv/versions.env`.
-fn kro_module() -> PathBuf {
-    let versions = std::fs::read_to_string("tests/testenv/versions.env").unwrap();
-    let version = versions
-        .lines()
-        .find_map(|l| l.strip_prefix("KRO_VERSION="))
-        .expect("versions.env names KRO_VERSION")
-        .trim();
-    let out = Command::new("go")
-        .args([
-            "mod",
-            "download",
-            "-json",
-            &format!("github.com/kubernetes-sigs/kro@{version}"),
-        ])
-        .output()
-        .expect("go runs");
-    assert!(
-        out.status.success(),
-        "go mod download: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    PathBuf::from(json["Dir"].as_str().expect("the module's directory"))
-}
+use std::path::{Path, PathBuf};
 
 /// Every YAML file under `dir` that holds a ResourceGraphDefinition, but the end-to-end
 /// suites' assertions (`*assert*.yaml`), which are partial objects to compare with.
@@ -50,7 +25,7 @@ fn rgd_files(dir: &Path, found: &mut Vec<PathBuf>) {
 
 #[test]
 fn kros_examples_and_end_to_end_suites_translate_or_are_refused_by_feature() {
-    let module = kro_module();
+    let module = common::kro::module();
     let mut files = Vec::new();
     rgd_files(&module.join("examples"), &mut files);
     rgd_files(&module.join("test/e2e"), &mut files);

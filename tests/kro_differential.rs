@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -58,39 +58,6 @@ const EXAMPLES: [Example; 5] = [
 
 /// The group Stencil serves an imported kind in, so both can be installed at once.
 const IMPORTED: &str = "imported.stencil.dev";
-
-fn version() -> String {
-    let versions = std::fs::read_to_string("tests/testenv/versions.env").unwrap();
-    versions
-        .lines()
-        .find_map(|l| l.strip_prefix("KRO_VERSION="))
-        .unwrap()
-        .trim()
-        .to_string()
-}
-
-/// kro's module (examples) and build (binary, CRDs).
-fn kro() -> (PathBuf, PathBuf) {
-    let out = Command::new("go")
-        .args([
-            "mod",
-            "download",
-            "-json",
-            &format!("github.com/kubernetes-sigs/kro@{}", version()),
-        ])
-        .output()
-        .unwrap();
-    let module: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let cache = std::env::var("STENCIL_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
-    let build = cache.join(format!("bin/kro-{}", version()));
-    assert!(
-        build.join(".complete").exists(),
-        "kro is built by `tests/testenv/build.sh kro` (make integration does)"
-    );
-    (PathBuf::from(module["Dir"].as_str().unwrap()), build)
-}
 
 fn yaml(path: &Path) -> Vec<Value> {
     stencil::yaml::documents(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -277,7 +244,7 @@ async fn serve(client: &Client, rgd: &Value, mut instance: Value, label: &str) -
 #[tokio::test]
 async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() {
     let client = client().await;
-    let (module, build) = kro();
+    let (module, build) = (common::kro::module(), common::kro::build());
     for crd in std::fs::read_dir(build.join("crds")).unwrap() {
         for object in yaml(&crd.unwrap().path()) {
             apply(&client, &object, "default").await;

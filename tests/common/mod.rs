@@ -12,6 +12,7 @@ pub mod definitions;
 pub mod hooks;
 pub mod in_process;
 pub mod invariants;
+pub mod kro;
 pub mod process;
 pub mod tls;
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::validate::is_identifier;
 use crate::cel_dialect::{self, CelError, CelString};
 use crate::gvk::Gvk;
 
@@ -208,12 +209,6 @@ pub fn compile_for_each(entries: &[BTreeMap<String, String>]) -> Result<Vec<Dime
         }
     }
     if errors.is_empty() { Ok(dimensions) } else { Err(errors) }
-}
-
-fn is_identifier(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl ObjectChild {

@@ -28,7 +28,7 @@ pub use kinds::scopes;
 pub use position::FieldPosition;
 pub(crate) use templates::{template_message, template_position};
 pub use validate::RESERVED_STATUS_FIELDS;
-pub use validate::{is_dns_label, is_kind};
+pub use validate::{is_dns_label, is_identifier, is_kind};
 
 use crate::definition::OperatorDefinition;
 use crate::gvk::Gvk;

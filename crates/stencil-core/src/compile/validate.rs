@@ -281,8 +281,8 @@ fn version_problems(crd: &crate::definition::CrdSpec) -> Vec<(usize, String)> {
     problems
 }
 
-/// A name usable as `children.<name>` in templates and JSONPath.
-fn is_identifier(s: &str) -> bool {
+/// A name usable as `children.<name>` in templates and JSONPath, and as a variable.
+pub fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')

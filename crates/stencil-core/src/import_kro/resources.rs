@@ -246,10 +246,7 @@ fn minijinja_of(text: &str) -> Option<String> {
             cel_dialect::Segment::Text(t) if !t.contains("{{") && !t.contains("{%") => out.push_str(&t),
             cel_dialect::Segment::Expression(e) => {
                 let path = e.strip_prefix("schema.")?;
-                let plain = path.split('.').all(|s| {
-                    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                });
+                let plain = path.split('.').all(crate::compile::is_identifier);
                 if !plain {
                     return None;
                 }
