@@ -17,7 +17,8 @@
 //! A CEL rule sees the document's top-level keys as variables too, and, as kro's
 //! expressions do, each child and lookup by its own name and the parent as `schema`:
 //! `${deployment.status.availableReplicas == schema.spec.replicas}`. A readiness rule
-//! also sees the observed object as `self` and by its child's name. It holds when its
+//! also sees the observed object as `self`, as `each` (kro's name for one object of a
+//! collection) and by its child's name. It holds when its
 //! value is `true`; another type is an error. Reading something absent selects nothing
 //! and does not hold, as above.
 

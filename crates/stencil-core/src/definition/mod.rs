@@ -183,7 +183,7 @@ pub struct Child {
     pub for_each: Vec<BTreeMap<String, String>>,
     /// A rule over the observed object (a JSONPath, one minijinja expression in `{{ }}`
     /// over its fields, or one CEL expression in `${ }`, which also sees the object as
-    /// `self` and by this child's name); replaces the default readiness rule.
+    /// `self`, as `each` and by this child's name); replaces the default readiness rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_when: Option<String>,
     /// A rule over the context (a JSONPath, one minijinja expression in `{{ }}` or one CEL
