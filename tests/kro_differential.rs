@@ -8,18 +8,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
 
+use common::kro::{TIMEOUT, apply, yaml};
 use common::{client, start_stencil, wait_for};
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use serde_json::{Value, json};
-
-const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One of kro's examples: its RGD, its instance, and objects it expects to exist.
 struct Example {
@@ -58,60 +54,6 @@ const EXAMPLES: [Example; 5] = [
 
 /// The group Stencil serves an imported kind in, so both can be installed at once.
 const IMPORTED: &str = "imported.stencil.dev";
-
-fn yaml(path: &Path) -> Vec<Value> {
-    stencil::yaml::documents(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-async fn apply(client: &Client, object: &Value, namespace: &str) {
-    let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
-        api_version: object["apiVersion"].as_str().unwrap().to_string(),
-        kind: object["kind"].as_str().unwrap().to_string(),
-    })
-    .unwrap();
-    let name = object["metadata"]["name"].as_str().unwrap().to_string();
-    wait_for(&format!("{} {name} applied", gvk.kind), TIMEOUT, || async {
-        let (resource, caps) = pinned_kind(client, &gvk).await.ok()?;
-        let api: Api<DynamicObject> = match caps.scope {
-            kube::discovery::Scope::Namespaced => Api::namespaced_with(
-                client.clone(),
-                object["metadata"]["namespace"].as_str().unwrap_or(namespace),
-                &resource,
-            ),
-            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
-        };
-        api.patch(
-            &name,
-            &PatchParams::apply("kro-differential").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .ok()
-    })
-    .await;
-}
-
-/// kro running with the rig's admin identity, stopped when dropped.
-struct Kro(Child);
-
-impl Drop for Kro {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_kro(build: &Path) -> Kro {
-    let log = std::fs::File::create("target/kro-differential.log").unwrap();
-    let child = Command::new(build.join("kro"))
-        .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
-        .env("KUBECONFIG", common::kubeconfig_path())
-        .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap();
-    Kro(child)
-}
 
 /// Every object of the kinds the RGD's templates name, in `namespace`, that carries
 /// `label`, normalised, by kind and name.
@@ -245,11 +187,7 @@ async fn serve(client: &Client, rgd: &Value, mut instance: Value, label: &str) -
 async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() {
     let client = client().await;
     let (module, build) = (common::kro::module(), common::kro::build());
-    for crd in std::fs::read_dir(build.join("crds")).unwrap() {
-        for object in yaml(&crd.unwrap().path()) {
-            apply(&client, &object, "default").await;
-        }
-    }
+    common::kro::install_crds(&client, &build).await;
     let examples: Vec<(Value, Value)> = EXAMPLES
         .iter()
         .map(|e| {
@@ -269,7 +207,7 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
 
     let mut by_kro = Vec::new();
     {
-        let _kro = start_kro(&build);
+        let _kro = common::kro::start(&build, "kro-differential");
         for (rgd, instance) in &examples {
             apply(&client, rgd, "default").await;
             let served = serve(&client, rgd, instance.clone(), "kro.run/instance-name").await;

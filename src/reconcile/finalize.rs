@@ -36,6 +36,13 @@ fn has_finalizer(obj: &DynamicObject) -> bool {
     obj.finalizers().iter().any(|f| f == labels::FINALIZER)
 }
 
+/// Whether a deleted parent waits for Stencil: it carries Stencil's finalizer, or one the
+/// definition inherits from the controller that served the parent before.
+fn held(def: &CompiledDefinition, parent: &DynamicObject) -> bool {
+    let inherited = &def.spec.finalize.inherit_finalizers;
+    has_finalizer(parent) || parent.finalizers().iter().any(|f| inherited.contains(f))
+}
+
 /// Rewrites the parent's finalizers with `edit`, guarded by its resourceVersion; on a
 /// conflict the parent is read again and the edit retried, so a stale cache costs one
 /// round trip instead of a requeue.
@@ -92,16 +99,21 @@ pub(super) async fn ensure(ctx: &Context, parent: &DynamicObject) -> Result<(), 
         })
 }
 
-/// Removes Stencil's finalizer from a parent, leaving any other.
+/// Removes Stencil's finalizer from a parent, and the `inherited` ones, leaving any other.
 ///
 /// # Errors
 ///
 /// The API server refuses the patch or cannot be reached.
-pub async fn release(api: &Api<DynamicObject>, parent: &DynamicObject) -> Result<(), kube::Error> {
+pub async fn release(
+    api: &Api<DynamicObject>,
+    parent: &DynamicObject,
+    inherited: &[String],
+) -> Result<(), kube::Error> {
+    let ours = |x: &String| x == labels::FINALIZER || inherited.contains(x);
     let remove = |f: &[String]| {
         f.iter()
-            .any(|x| x == labels::FINALIZER)
-            .then(|| f.iter().filter(|x| *x != labels::FINALIZER).cloned().collect())
+            .any(ours)
+            .then(|| f.iter().filter(|x| !ours(x)).cloned().collect())
     };
     edit_finalizers(api, parent, remove).await
 }
@@ -123,7 +135,8 @@ pub(super) fn teardown_needs_stencil(def: &CompiledDefinition) -> bool {
 /// already terminating is waited for, not deleted again; one failed request does not
 /// stop the others.
 pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Result<Action, ReconcileError> {
-    if !has_finalizer(parent) {
+    let def = ctx.def_for(parent);
+    if !held(&def, parent) {
         return Ok(Action::await_change());
     }
     let uid = parent.uid().unwrap_or_default();
@@ -137,15 +150,13 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
     let remembered = || ctx.ledger().finalized(&me);
     let finalized = match finalized_condition(parent).or_else(remembered) {
         Some(c) => Some(c),
-        None if ctx.def_for(parent).spec.finalize.has_step() && !keep_all => {
-            match step(ctx, parent, &children).await? {
-                Step::Pending(action) => return Ok(action),
-                Step::Done(c) => {
-                    ctx.ledger().finish(&me, c.clone());
-                    Some(c)
-                }
+        None if def.spec.finalize.has_step() && !keep_all => match step(ctx, parent, &children).await? {
+            Step::Pending(action) => return Ok(action),
+            Step::Done(c) => {
+                ctx.ledger().finish(&me, c.clone());
+                Some(c)
             }
-        }
+        },
         None => None,
     };
     // The step may have created finalize children in this very pass: look again.
@@ -182,7 +193,7 @@ pub(super) async fn run(ctx: &Arc<Context>, parent: &Arc<DynamicObject>) -> Resu
             return Err(e);
         }
     }
-    release(&ctx.parent_api(parent), parent)
+    release(&ctx.parent_api(parent), parent, &def.spec.finalize.inherit_finalizers)
         .await
         .map_err(|source| ReconcileError::Kube {
             action: Operation::Release,

@@ -47,7 +47,7 @@ pub(super) async fn release_parents(deps: Dependencies, def: Arc<CompiledDefinit
     for parent in parents.objects().into_iter().filter(|p| !held(p)) {
         let namespace = parent.namespace();
         let api = crate::discovery::api(&deps.client, namespace.as_deref(), &parents.resolved.resource);
-        if let Err(e) = reconcile::release(&api, &parent).await {
+        if let Err(e) = reconcile::release(&api, &parent, &[]).await {
             tracing::warn!(parent = %parent.name_any(), error = %e, "could not release the finalizer");
         }
     }

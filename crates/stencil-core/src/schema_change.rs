@@ -110,6 +110,11 @@ fn compare(version: &str, path: &str, old: &JSONSchemaProps, new: &JSONSchemaPro
     let new_props = new.properties.as_ref().unwrap_or(&empty);
     let preserves = new.x_kubernetes_preserve_unknown_fields == Some(true);
     for (key, o) in old_props {
+        // The API server keeps an object's own apiVersion, kind and metadata whatever the
+        // schema says of them (other operators' CRDs spell them out; Stencil's do not).
+        if path.is_empty() && ["apiVersion", "kind", "metadata"].contains(&key.as_str()) {
+            continue;
+        }
         let child = format!("{path}.{key}");
         match new_props.get(key) {
             Some(n) => compare(version, &child, o, n, out),
@@ -221,6 +226,23 @@ mod tests {
         assert_eq!(changes.len(), 2, "{all}");
         let still_open = breaking_changes(&crd(v1(open.clone()), &["v1"]), &crd(v1(open), &["v1"]));
         assert!(still_open.is_empty(), "{still_open:?}");
+    }
+
+    #[test]
+    fn an_objects_own_type_and_metadata_are_kept_whatever_the_schema_says() {
+        let spelled_out = json!([{"name": "v1", "served": true, "storage": true,
+            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+                "spec": base()}}}}]);
+        let changes = breaking_changes(&crd(spelled_out, &["v1"]), &crd(v1(base()), &["v1"]));
+        assert!(changes.is_empty(), "{changes:?}");
+        let nested = json!({"type": "object", "properties": {"metadata": {"type": "string"}}});
+        let changes = breaking_changes(&crd(v1(nested), &["v1"]), &crd(v1(base()), &["v1"]));
+        assert!(
+            changes.iter().any(|c| c.contains(".spec.metadata is removed")),
+            "only the object's own: {changes:?}"
+        );
     }
 
     #[test]

@@ -35,6 +35,41 @@ async fn a_deleted_parent_without_children_only_loses_its_finalizer() {
 }
 
 #[tokio::test]
+async fn a_deleted_parent_with_an_inherited_finalizer_is_torn_down_then_released_of_it() {
+    let mut w = World::with(&inheriting());
+    let child = w.create_child().await;
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!(["kro.run/finalizer", "other.example.org/keep"]);
+    let (result, sent) = w.reconcile_deleted(deleted.clone()).await;
+    assert!(matches!(result, Err(ReconcileError::Waiting(_))), "{result:?}");
+    assert_eq!(
+        sent[0], "DELETE /api/v1/namespaces/ns/configmaps/w-cm",
+        "the inherited finalizer holds the parent for Stencil's teardown"
+    );
+    w.children.delete(child);
+    w.objects.lock().unwrap().clear();
+    let sent = w.reconcile(deleted).await;
+    let release = sent.last().expect("a release");
+    assert_eq!(release.method, "PATCH");
+    assert_eq!(
+        release.body["metadata"]["finalizers"],
+        json!(["other.example.org/keep"]),
+        "the inherited finalizer goes with the teardown done; another stays"
+    );
+}
+
+#[tokio::test]
+async fn a_finalizer_the_definition_does_not_inherit_is_not_stencils_to_release() {
+    let mut w = World::new();
+    let mut deleted = parent(None);
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-12-03T00:00:00Z");
+    deleted["metadata"]["finalizers"] = json!(["kro.run/finalizer"]);
+    let sent = w.reconcile(deleted).await;
+    assert!(sent.is_empty(), "{sent:?}");
+}
+
+#[tokio::test]
 async fn a_deleted_parent_whose_garbage_collector_cannot_help_deletes_its_children_first() {
     let mut w = World::new();
     w.create_child().await;

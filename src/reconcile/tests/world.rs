@@ -39,6 +39,15 @@ pub(super) fn waves() -> String {
     bare_definition(WIDGET, &format!("{creds}{app}      dependsOn: [creds]\n"), "")
 }
 
+/// The Widget definition of [`definition`], inheriting kro's finalizer.
+pub(super) fn inheriting() -> String {
+    bare_definition(
+        WIDGET,
+        &child("cm", CONFIGMAP),
+        "  finalize:\n    inheritFinalizers: [kro.run/finalizer]\n",
+    )
+}
+
 /// The Widget `ns/w` at generation 1 with `spec.size` 3, and `status` if given.
 pub(super) fn parent(status: Option<Value>) -> Value {
     let mut p = json!({"apiVersion": "example.org/v1", "kind": "Widget",

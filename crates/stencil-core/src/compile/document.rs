@@ -104,6 +104,7 @@ impl Locator {
             Field::Condition(i) => s.status.conditions.get(*i).and_then(|c| c.when.as_ref()),
             Field::StatusTemplate => s.status.template.as_ref(),
             Field::FinalizeUntil => s.finalize.until.as_ref(),
+            Field::FinalizeInherit => s.finalize.inherit_finalizers.as_ref(),
             Field::Conversion(i, true) => version(i).and_then(|v| v.value.conversion.to_storage.as_ref()),
             Field::Conversion(i, false) => version(i).and_then(|v| v.value.conversion.from_storage.as_ref()),
             Field::Version(_) | Field::Schema(..) => None,
@@ -206,6 +207,7 @@ struct SpanConversion {
 struct SpanFinalize {
     children: Vec<SpanChild>,
     until: Option<Spanned<Value>>,
+    inherit_finalizers: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize, Default, Debug, Clone)]

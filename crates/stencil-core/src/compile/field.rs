@@ -30,6 +30,7 @@ pub(crate) enum Field {
     Condition(usize),
     StatusTemplate,
     FinalizeUntil,
+    FinalizeInherit,
     /// A CRD version's conversion template: the version's index, and `toStorage` (true)
     /// or `fromStorage`.
     Conversion(usize, bool),
@@ -90,6 +91,7 @@ impl Field {
             Field::Condition(i) => format!("status.conditions[{}].when", condition(i)),
             Field::StatusTemplate => "status.template".into(),
             Field::FinalizeUntil => "finalize.until".into(),
+            Field::FinalizeInherit => "finalize.inheritFinalizers".into(),
             Field::Version(i) => format!("spec.crd.versions[{}]", version(i)),
             Field::Schema(i, path) if path.is_empty() => format!("spec.crd.versions[{}].schema", version(i)),
             Field::Schema(i, path) => format!("spec.crd.versions[{}].schema.{path}", version(i)),

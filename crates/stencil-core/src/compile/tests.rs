@@ -259,6 +259,25 @@ fn a_bad_until_rule_is_located() {
 }
 
 #[test]
+fn an_inherited_finalizer_is_a_qualified_name_stencil_may_take_over() {
+    let with = |names: &str| format!("{GOOD}  finalize:\n    inheritFinalizers: [{names}]\n");
+    let (defs, diags) = compile_file("w.yaml", &with("kro.run/finalizer"));
+    assert!(diags.0.is_empty(), "{diags:?}");
+    assert_eq!(defs[0].spec.finalize.inherit_finalizers, ["kro.run/finalizer"]);
+    for (name, why) in [
+        ("finalizer", "not a qualified finalizer name"),
+        ("Kro.run/x", "not a qualified finalizer name"),
+        ("stencil.dev/finalizer", "Stencil's own"),
+        ("kubernetes.io/pvc-protection", "belongs to Kubernetes"),
+    ] {
+        let d = one_error(&with(name));
+        assert_eq!(d.field.as_deref(), Some("finalize.inheritFinalizers"), "{d}");
+        assert_eq!((d.line, d.column), (17, 24), "{d}");
+        assert!(d.to_string().contains(why), "{name}: {d}");
+    }
+}
+
+#[test]
 fn finalize_children_and_children_cannot_depend_on_each_other() {
     let text = format!(
         "{}{}",

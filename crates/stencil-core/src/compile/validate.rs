@@ -40,6 +40,11 @@ pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report:
     check_conditions(spec, report);
     check_status_fields(spec, report);
     check_settings(spec, report);
+    for name in &spec.finalize.inherit_finalizers {
+        if let Some(problem) = inherited_finalizer_problem(name) {
+            report(Field::FinalizeInherit, CompileError::Invalid(problem), None);
+        }
+    }
     if let (Some(crd), Some(parent)) = (&spec.crd, parent) {
         for problem in crd_problems(crd, parent) {
             report(Field::Crd, CompileError::Crd(problem), None);
@@ -169,6 +174,39 @@ fn check_settings(spec: &OperatorDefinitionSpec, report: Report<'_>) {
         let message = "finalize.timeoutSeconds must be at least 1".to_string();
         report(Field::FinalizeUntil, CompileError::Invalid(message), None);
     }
+}
+
+/// Why a finalizer cannot be inherited: it is not a qualified name (`domain/name`, as
+/// the API server expects of a controller's finalizer), it is Stencil's own, or it
+/// belongs to Kubernetes, whose controllers still act on it.
+fn inherited_finalizer_problem(name: &str) -> Option<String> {
+    let what = format!("`{name}`");
+    let Some((domain, rest)) = name.split_once('/') else {
+        return Some(format!(
+            "{what} is not a qualified finalizer name (`example.org/finalizer`)"
+        ));
+    };
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if domain.len() > 253 || !domain.split('.').all(is_dns_label) || !segment_ok(rest) {
+        return Some(format!(
+            "{what} is not a qualified finalizer name (`example.org/finalizer`)"
+        ));
+    }
+    if name == crate::labels::FINALIZER {
+        return Some(format!("{what} is Stencil's own finalizer"));
+    }
+    if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") || domain.ends_with(".k8s.io") {
+        return Some(format!(
+            "{what} belongs to Kubernetes, whose controllers remove it themselves"
+        ));
+    }
+    None
 }
 
 /// What the API server would refuse in a scale subresource: paths are JSON paths of the

@@ -303,6 +303,12 @@ pub struct Finalize {
     #[serde(default = "default_finalize_timeout")]
     #[schemars(range(min = 1))]
     pub timeout_seconds: u32,
+    /// Finalizers another controller left on the parents this definition now serves
+    /// (kro's `kro.run/finalizer`): a deleted parent that carries one is torn down as
+    /// if it carried Stencil's, then released of them all. Stencil never adds them, and
+    /// leaves them on parents that are not being deleted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inherit_finalizers: Vec<String>,
 }
 
 impl Default for Finalize {
@@ -312,6 +318,7 @@ impl Default for Finalize {
             children: Vec::new(),
             until: None,
             timeout_seconds: default_finalize_timeout(),
+            inherit_finalizers: Vec::new(),
         }
     }
 }

@@ -117,6 +117,7 @@ fn an_rgd_translates_into_a_definition_that_compiles() {
         r#"${"http://" + string(service.metadata.name) + ":" + string(string(80))}"#
     );
     assert_eq!(fields["network"], r#"${{"service": service.spec.clusterIP}}"#);
+    assert_eq!(def.spec.finalize.inherit_finalizers, ["kro.run/finalizer"]);
     assert!(
         t.text.contains("# dependsOn from the resources it reads: deployment"),
         "{}",

@@ -9,6 +9,9 @@ use super::schema::Parent;
 /// kro's `status.state` from Stencil's readiness, for whoever reads it.
 const STATE_TEMPLATE: &str = "state: {{ \"ACTIVE\" if ready else \"IN_PROGRESS\" }}\n";
 
+/// The finalizer kro puts on each instance it serves.
+const KRO_FINALIZER: &str = "kro.run/finalizer";
+
 /// The OperatorDefinition for the RGD `rgd` of `file`.
 pub(super) fn definition(file: &str, rgd: &str, parent: &Parent, graph: &Graph) -> String {
     let mut out = format!(
@@ -46,6 +49,14 @@ pub(super) fn definition(file: &str, rgd: &str, parent: &Parent, graph: &Graph) 
     }
     out.push_str("    # kro's status.state: ACTIVE once every child is ready, IN_PROGRESS before.\n");
     out.push_str(&block("    ", &json!({"template": STATE_TEMPLATE})));
+    out.push_str(
+        "  # kro put its finalizer on every instance: a deleted instance is torn down by Stencil\n  \
+         # and released of kro's finalizer too, so nothing waits for a kro that is gone.\n",
+    );
+    out.push_str(&block(
+        "  ",
+        &json!({"finalize": {"inheritFinalizers": [KRO_FINALIZER]}}),
+    ));
     out
 }
 
