@@ -3,7 +3,8 @@
 //! into a group of its own, by Stencil: the children each makes, normalised (the labels
 //! and annotations each controller writes for itself, owner references, managed fields,
 //! server-assigned fields and status left out), and the instance's status values are
-//! the same.
+//! the same. One example (kro's AWS network stack) makes collections of kinds nothing
+//! acts on here: the test writes their status as their controller would.
 
 mod common;
 
@@ -12,43 +13,95 @@ use std::collections::BTreeMap;
 use common::kro::{TIMEOUT, apply, yaml};
 use common::{client, start_stencil, wait_for};
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use serde_json::{Value, json};
 
-/// One of kro's examples: its RGD, its instance, and objects it expects to exist.
+/// One of kro's examples: its RGD, its instance, objects it expects to exist, and the
+/// status the controllers of its children's kinds would write (by kind, `{name}` standing
+/// for the object's name), which the test writes in their place.
 struct Example {
     rgd: &'static str,
-    instance: &'static str,
+    instance: Instance,
     expects: &'static [&'static str],
+    observed: &'static [(&'static str, &'static str)],
 }
 
-const EXAMPLES: [Example; 5] = [
+/// Where an example's instance comes from.
+enum Instance {
+    /// A file of kro's module.
+    Kro(&'static str),
+    /// Written here, for an example that ships none.
+    Here(&'static str),
+}
+
+/// An instance of kro's AWS network stack: two availability zones, so each subnet
+/// collection holds two Subnets.
+const NETWORK_STACK: &str = "
+apiVersion: kro.run/v1alpha1
+kind: NetworkStack
+metadata:
+  name: demo-net
+spec:
+  vpcName: demo
+  cidrBlock: 10.42.0.0/16
+  region: us-west-2
+  availabilityZones: [us-west-2a, us-west-2b]
+";
+
+/// The ACK EC2 kinds the network stack makes, with their plurals. Their CRDs are stubs
+/// that keep any field: nothing acts on AWS, the test writes the status ACK would.
+const ACK_EC2: [(&str, &str); 7] = [
+    ("VPC", "vpcs"),
+    ("InternetGateway", "internetgateways"),
+    ("RouteTable", "routetables"),
+    ("Subnet", "subnets"),
+    ("ElasticIPAddress", "elasticipaddresses"),
+    ("NATGateway", "natgateways"),
+    ("SecurityGroup", "securitygroups"),
+];
+
+const EXAMPLES: [Example; 6] = [
     Example {
         rgd: "examples/kubernetes/webapp/rg.yaml",
-        instance: "examples/kubernetes/webapp/instance.yaml",
+        instance: Instance::Kro("examples/kubernetes/webapp/instance.yaml"),
         expects: &[],
+        observed: &[],
     },
     Example {
         rgd: "examples/kubernetes/additionalPrinterColumns/rg.yaml",
-        instance: "examples/kubernetes/additionalPrinterColumns/instance.yaml",
+        instance: Instance::Kro("examples/kubernetes/additionalPrinterColumns/instance.yaml"),
         expects: &[],
+        observed: &[],
     },
     Example {
         rgd: "test/e2e/chainsaw/check-instance-creation/rgd.yaml",
-        instance: "test/e2e/chainsaw/check-instance-creation/instance.yaml",
+        instance: Instance::Kro("test/e2e/chainsaw/check-instance-creation/instance.yaml"),
         expects: &[],
+        observed: &[],
     },
     Example {
         rgd: "test/e2e/chainsaw/check-multi-resource-rgd/rgd.yaml",
-        instance: "test/e2e/chainsaw/check-multi-resource-rgd/instance.yaml",
+        instance: Instance::Kro("test/e2e/chainsaw/check-multi-resource-rgd/instance.yaml"),
         expects: &[],
+        observed: &[],
     },
     Example {
         rgd: "test/e2e/chainsaw/check-external-references/rgd.yaml",
-        instance: "test/e2e/chainsaw/check-external-references/instance.yaml",
+        instance: Instance::Kro("test/e2e/chainsaw/check-external-references/instance.yaml"),
         expects: &["test/e2e/chainsaw/check-external-references/configmap.yaml"],
+        observed: &[],
+    },
+    Example {
+        rgd: "examples/aws/aws-accounts-factory/01-network-stack.yaml",
+        instance: Instance::Here(NETWORK_STACK),
+        expects: &[],
+        observed: &[
+            ("VPC", r#"{"vpcID": "vpc-{name}"}"#),
+            ("Subnet", r#"{"subnetID": "subnet-{name}"}"#),
+            ("SecurityGroup", r#"{"id": "sg-{name}"}"#),
+        ],
     },
 ];
 
@@ -63,17 +116,15 @@ async fn children(client: &Client, rgd: &Value, namespace: &str, label: &str) ->
         let Some(template) = resource.get("template") else {
             continue;
         };
-        let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
-            api_version: template["apiVersion"].as_str().unwrap().to_string(),
-            kind: template["kind"].as_str().unwrap().to_string(),
-        })
-        .unwrap();
-        let (api_resource, _) = pinned_kind(client, &gvk).await.unwrap();
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &api_resource);
+        let api = kind_api(client, template, namespace).await;
         for object in api.list(&ListParams::default().labels(label)).await.unwrap() {
             let value = serde_json::to_value(&object).unwrap();
             found.insert(
-                format!("{} {}", gvk.kind, object.metadata.name.clone().unwrap()),
+                format!(
+                    "{} {}",
+                    template["kind"].as_str().unwrap(),
+                    object.metadata.name.clone().unwrap()
+                ),
                 normalised(value),
             );
         }
@@ -160,17 +211,28 @@ async fn instance_api(client: &Client, instance: &Value) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), "default", &resource)
 }
 
-/// Creates `instance` in `default` and waits until it is ACTIVE; then its children (those
-/// labelled `label` with its name) and status values, and deletes it.
-async fn serve(client: &Client, rgd: &Value, mut instance: Value, label: &str) -> (BTreeMap<String, Value>, Value) {
+/// Creates `instance` in `default` and waits until it is ACTIVE (with every status value
+/// the RGD declares, when the example's children get a status), writing the status of
+/// its children as their controllers would; then its children (those labelled `label`
+/// with its name) and status values, and deletes it.
+async fn serve(
+    client: &Client,
+    rgd: &Value,
+    example: &Example,
+    mut instance: Value,
+    label: &str,
+) -> (BTreeMap<String, Value>, Value) {
     instance["metadata"]["namespace"] = "default".into();
     apply(client, &instance, "default").await;
     let api = instance_api(client, &instance).await;
     let name = instance["metadata"]["name"].as_str().unwrap().to_string();
     let label = format!("{label}={name}");
     let served = wait_for(&format!("{name} ACTIVE"), TIMEOUT, || async {
+        observe(client, rgd, example, &label).await;
         let live = serde_json::to_value(api.get(&name).await.ok()?).ok()?;
-        (live["status"]["state"] == "ACTIVE").then_some(live)
+        let complete =
+            example.observed.is_empty() || status_values(rgd, &live).as_object()?.values().all(|v| !v.is_null());
+        (live["status"]["state"] == "ACTIVE" && complete).then_some(live)
     })
     .await;
     let children = children(client, rgd, "default", &label).await;
@@ -183,18 +245,82 @@ async fn serve(client: &Client, rgd: &Value, mut instance: Value, label: &str) -
     (children, values)
 }
 
+/// Writes the status the example's children's controllers would, on each child labelled
+/// `label` that has none yet.
+async fn observe(client: &Client, rgd: &Value, example: &Example, label: &str) {
+    for (kind, status) in example.observed {
+        let Some(template) = rgd["spec"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| &r["template"])
+            .find(|t| t["kind"] == *kind)
+        else {
+            continue;
+        };
+        let api = kind_api(client, template, "default").await;
+        for object in api.list(&ListParams::default().labels(label)).await.unwrap() {
+            if object.data.get("status").is_some_and(|s| !s.is_null()) {
+                continue;
+            }
+            let object_name = object.metadata.name.clone().unwrap();
+            let status: Value = serde_json::from_str(&status.replace("{name}", &object_name)).unwrap();
+            let patch = json!({"status": status});
+            let _ = api
+                .patch_status(&object_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+        }
+    }
+}
+
+/// The API of the kind `template` names, in `namespace`.
+async fn kind_api(client: &Client, template: &Value, namespace: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
+        api_version: template["apiVersion"].as_str().unwrap().to_string(),
+        kind: template["kind"].as_str().unwrap().to_string(),
+    })
+    .unwrap();
+    let (api_resource, _) = pinned_kind(client, &gvk).await.unwrap();
+    Api::namespaced_with(client.clone(), namespace, &api_resource)
+}
+
+/// A CRD for an ACK EC2 kind that keeps any field and has a status subresource.
+fn ack_stub(kind: &str, plural: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.ec2.services.k8s.aws")},
+        "spec": {
+            "group": "ec2.services.k8s.aws",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}
+            }]
+        }
+    })
+}
+
 #[tokio::test]
 async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() {
     let client = client().await;
     let (module, build) = (common::kro::module(), common::kro::build());
     common::kro::install_crds(&client, &build).await;
+    for (kind, plural) in ACK_EC2 {
+        apply(&client, &ack_stub(kind, plural), "default").await;
+    }
     let examples: Vec<(Value, Value)> = EXAMPLES
         .iter()
         .map(|e| {
-            (
-                yaml(&module.join(e.rgd)).remove(0),
-                yaml(&module.join(e.instance)).remove(0),
-            )
+            let instance = match e.instance {
+                Instance::Kro(path) => yaml(&module.join(path)).remove(0),
+                Instance::Here(text) => stencil::yaml::documents(text).unwrap().remove(0),
+            };
+            (yaml(&module.join(e.rgd)).remove(0), instance)
         })
         .collect();
     for e in &EXAMPLES {
@@ -208,9 +334,9 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
     let mut by_kro = Vec::new();
     {
         let _kro = common::kro::start(&build, "kro-differential");
-        for (rgd, instance) in &examples {
+        for (e, (rgd, instance)) in EXAMPLES.iter().zip(&examples) {
             apply(&client, rgd, "default").await;
-            let served = serve(&client, rgd, instance.clone(), "kro.run/instance-name").await;
+            let served = serve(&client, rgd, e, instance.clone(), "kro.run/instance-name").await;
             assert!(
                 !served.0.is_empty(),
                 "kro made children for {}",
@@ -218,6 +344,17 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
             );
             by_kro.push(served);
         }
+        // The network stack's collections: one Subnet per zone in each, and the status
+        // lists read from them.
+        let (children, values) = &by_kro[5];
+        for subnet in ["demo-public-1", "demo-public-2", "demo-private-1", "demo-private-2"] {
+            assert!(children.contains_key(&format!("Subnet {subnet}")), "{children:#?}");
+        }
+        assert_eq!(
+            values["privateSubnetIds"],
+            json!(["subnet-demo-private-1", "subnet-demo-private-2"]),
+            "{values:#}"
+        );
     }
 
     let dir = std::env::temp_dir().join(format!("kro-differential-{}", std::process::id()));
@@ -242,7 +379,7 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
             .unwrap()
             .to_string();
         instance["apiVersion"] = format!("{IMPORTED}/{version}").into();
-        let by_stencil = serve(&client, rgd, instance, "stencil.dev/parent-name").await;
+        let by_stencil = serve(&client, rgd, &EXAMPLES[i], instance, "stencil.dev/parent-name").await;
         assert_eq!(by_stencil.0, by_kro[i].0, "{}: the children", EXAMPLES[i].rgd);
         assert_eq!(by_stencil.1, by_kro[i].1, "{}: the status values", EXAMPLES[i].rgd);
     }
