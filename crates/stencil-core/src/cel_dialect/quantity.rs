@@ -1,7 +1,7 @@
 //! Kubernetes' CEL quantity library, as the API server and kro offer it: `quantity(s)`,
 //! `isQuantity(s)`, and on a quantity `isInteger`, `asInteger`,
 //! `asApproximateFloat`, `add`, `sub`, `isLessThan`, `isGreaterThan` and `compareTo`.
-//! Values are exact, a decimal mantissa and a power of ten, so `1Ki` is `1024` and
+//! Values are exact ([`crate::quantity`]), so `1Ki` is `1024` and
 //! `quantity('200M').compareTo(quantity('0.2G'))` is `0`. One difference: Kubernetes
 //! keeps a binary quantity written with a fraction (`1.5Ki`) in a form whose `asInteger`
 //! fails; here it is `1536`.
@@ -15,24 +15,10 @@ use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::overload::{owned, values};
+use crate::quantity::Quantity;
 
 /// The name of the quantity type, as Kubernetes names it.
 const QUANTITY: &str = "kubernetes.Quantity";
-
-/// A quantity: `mantissa × 10^exponent`.
-#[derive(Debug, Clone, Copy)]
-struct Quantity {
-    mantissa: i128,
-    exponent: i32,
-}
-
-impl PartialEq for Quantity {
-    fn eq(&self, other: &Self) -> bool {
-        self.compare(other) == Some(Ordering::Equal)
-    }
-}
-
-impl Eq for Quantity {}
 
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
@@ -69,102 +55,6 @@ pub fn extension(env: &mut Env) -> Result<(), DeclarationError> {
     env.add_member_overload("sub", "quantity_sub_int", quantity(), vec![INT_TYPE], sub)
 }
 
-impl Quantity {
-    /// Parses Kubernetes' quantity syntax: a signed decimal number, then a binary suffix
-    /// (`Ki` to `Ei`), a decimal one (`n`, `u`, `m`, `k`, `M` to `E`) or an exponent
-    /// (`e3`, `E-3`). As in Kubernetes, a missing number (`Mi`, `-`) is zero.
-    fn parse(text: &str) -> Option<Quantity> {
-        if text.is_empty() {
-            return None;
-        }
-        let split = text
-            .find(|c: char| !(c.is_ascii_digit() || matches!(c, '+' | '-' | '.')))
-            .unwrap_or(text.len());
-        let (number, suffix) = text.split_at(split);
-        let (negative, number) = match number.as_bytes().first() {
-            Some(b'-') => (true, &number[1..]),
-            Some(b'+') => (false, &number[1..]),
-            _ => (false, number),
-        };
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        let digits = format!("{whole}{fraction}");
-        if !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
-        let exponent = -i32::try_from(fraction.len()).ok()?;
-        let number = Quantity {
-            mantissa: if negative { -mantissa } else { mantissa },
-            exponent,
-        };
-        number.scaled(suffix)
-    }
-
-    /// The number multiplied by what `suffix` means.
-    fn scaled(self, suffix: &str) -> Option<Quantity> {
-        let binary = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-        if let Some(power) = binary.iter().position(|s| *s == suffix) {
-            let factor = 1024i128.checked_pow(power as u32 + 1)?;
-            return Some(Quantity {
-                mantissa: self.mantissa.checked_mul(factor)?,
-                ..self
-            });
-        }
-        let decimal = match suffix {
-            "n" => -9,
-            "u" => -6,
-            "m" => -3,
-            "" => 0,
-            "k" => 3,
-            "M" => 6,
-            "G" => 9,
-            "T" => 12,
-            "P" => 15,
-            "E" => 18,
-            _ => {
-                let exponent = suffix.strip_prefix(['e', 'E'])?;
-                let exponent = exponent.strip_prefix('+').unwrap_or(exponent);
-                exponent.parse::<i32>().ok().filter(|e| e.abs() <= 1000)?
-            }
-        };
-        Some(Quantity {
-            exponent: self.exponent.checked_add(decimal)?,
-            ..self
-        })
-    }
-
-    /// Both mantissas at the smaller exponent, if they fit.
-    fn aligned(&self, other: &Quantity) -> Option<(i128, i128, i32)> {
-        let exponent = self.exponent.min(other.exponent);
-        let at = |q: &Quantity| {
-            let shift = u32::try_from(q.exponent - exponent).ok()?;
-            q.mantissa.checked_mul(10i128.checked_pow(shift)?)
-        };
-        Some((at(self)?, at(other)?, exponent))
-    }
-
-    fn compare(&self, other: &Quantity) -> Option<Ordering> {
-        let (a, b, _) = self.aligned(other)?;
-        Some(a.cmp(&b))
-    }
-
-    fn as_integer(&self) -> Option<i64> {
-        let (value, one, _) = self.aligned(&Quantity {
-            mantissa: 1,
-            exponent: 0,
-        })?;
-        (value % one == 0).then(|| i64::try_from(value / one).ok()).flatten()
-    }
-
-    fn plus(&self, other: &Quantity) -> Option<Quantity> {
-        let (a, b, exponent) = self.aligned(other)?;
-        Some(Quantity {
-            mantissa: a.checked_add(b)?,
-            exponent,
-        })
-    }
-}
-
 fn failed(function: &str, message: impl ToString) -> ExecutionError {
     ExecutionError::function_error(function, message)
 }
@@ -177,10 +67,7 @@ fn quantity_value(q: Quantity) -> Value {
 fn operands(function: &str, args: Vec<CowVal<'_, '_>>) -> Result<(Quantity, Quantity), ExecutionError> {
     let [left, right] = values(args)?;
     let as_quantity = |value: &Value| match value {
-        Value::Int(i) => Some(Quantity {
-            mantissa: i128::from(*i),
-            exponent: 0,
-        }),
+        Value::Int(i) => Some(Quantity::from(*i)),
         Value::Opaque(o) => o.downcast_ref::<Quantity>().copied(),
         _ => None,
     };
@@ -228,7 +115,7 @@ fn as_integer<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Execu
 
 fn as_approximate_float<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let q = receiver("asApproximateFloat", args)?;
-    owned(Value::Float(q.mantissa as f64 * 10f64.powi(q.exponent)))
+    owned(Value::Float(q.as_f64()))
 }
 
 fn add<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
@@ -239,12 +126,8 @@ fn add<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionErr
 
 fn sub<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let (a, b) = operands("sub", args)?;
-    let negated = Quantity {
-        mantissa: -b.mantissa,
-        ..b
-    };
     let difference = a
-        .plus(&negated)
+        .plus(&b.negated())
         .ok_or_else(|| failed("sub", "the difference is out of range"))?;
     owned(quantity_value(difference))
 }

@@ -78,11 +78,13 @@ fn regex_replace(value: &str, pattern: &str, replacement: &str) -> Result<String
 /// `quantity("1Gi") > quantity("512Mi")`. A number passes through.
 fn quantity(value: &Value) -> Result<f64, Error> {
     if let Some(text) = value.as_str() {
-        return crate::quantity::parse(text.trim()).ok_or_else(|| {
-            invalid(format!(
-                "quantity: `{text}` is not a Kubernetes quantity (such as 500m, 2, 1Gi or 1e3)"
-            ))
-        });
+        return crate::quantity::Quantity::parse(text.trim())
+            .map(|q| q.as_f64())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "quantity: `{text}` is not a Kubernetes quantity (such as 500m, 2, 1Gi or 1e3)"
+                ))
+            });
     }
     f64::try_from(value.clone())
         .map_err(|_| invalid(format!("quantity: expected a string or a number, got {}", value.kind())))

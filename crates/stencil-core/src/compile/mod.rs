@@ -130,8 +130,9 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             None
         }
     };
-    let order = validate::check(spec, parent.as_ref(), &mut |f, e, i| c.report(f, e, i));
     let child_kinds = c.children();
+    let reads = sibling_reads(spec, &c.objects);
+    let order = validate::check(spec, parent.as_ref(), &reads, &mut |f, e, i| c.report(f, e, i));
     c.lookups();
     c.shared_status_and_conversions();
     let rules = c.rules();
@@ -162,7 +163,7 @@ fn compile_with(resource: &OperatorDefinition, locator: &Locator) -> Result<Comp
             field_rules: rules.fields,
             condition_rules: rules.conditions,
             child_kinds,
-            reads: sibling_reads(spec),
+            reads,
             decorate: decorate_matchers(spec),
             allow_breaking_changes: annotations
                 .and_then(|a| a.get(crate::labels::ALLOW_BREAKING_CHANGES))

@@ -1,7 +1,6 @@
 //! The compile stage of a child written as an object: its object and `forEach`
 //! compiled, each expression placed in the file, and what it reads of its siblings.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cel_object::{self, ObjectChild};
@@ -56,16 +55,7 @@ impl Compilation<'_> {
 }
 
 /// The siblings an object child's expressions read by name (`names` are every child's).
-pub(super) fn object_reads(
-    object: &serde_json::Value,
-    for_each: &[BTreeMap<String, String>],
-    own: &str,
-    names: &[&str],
-) -> Vec<String> {
-    let (Ok(object), Ok(for_each)) = (cel_object::compile(object), cel_object::compile_for_each(for_each)) else {
-        return Vec::new();
-    };
-    let child = ObjectChild { object, for_each };
+pub(super) fn object_reads(child: &ObjectChild, own: &str, names: &[&str]) -> Vec<String> {
     let variables = child.variables();
     names
         .iter()

@@ -18,6 +18,7 @@ pub(super) fn dependency_order(
     children: &[Child],
     other: &[Child],
     offset: usize,
+    reads: &[Vec<String>],
     report: Report<'_>,
 ) -> Option<Vec<usize>> {
     let index: BTreeMap<&str, usize> = children.iter().enumerate().map(|(i, c)| (c.name.as_str(), i)).collect();
@@ -27,12 +28,12 @@ pub(super) fn dependency_order(
     let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
     let deps: Vec<Vec<usize>> = children
         .iter()
-        .map(|child| {
-            let read = match &child.object {
-                Some(object) => super::object_stage::object_reads(object, &child.for_each, &child.name, &names),
-                None => super::reads::sibling_reads(&child.template, &child.name, &names),
-            };
-            let collections = read.iter().filter(|r| children[index[r.as_str()]].collection);
+        .enumerate()
+        .map(|(i, child)| {
+            let read = reads.get(offset + i).map(Vec::as_slice).unwrap_or_default();
+            let collections = read
+                .iter()
+                .filter(|r| index.get(r.as_str()).is_some_and(|&j| children[j].collection));
             child
                 .depends_on
                 .iter()

@@ -346,16 +346,20 @@ impl<'a> Compilation<'a> {
     }
 }
 
-/// The siblings each child's template reads, by child (the finalize step's after the
-/// others).
-pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec) -> Vec<Vec<String>> {
+/// The siblings each child's template or object reads, by child (the finalize step's
+/// after the others); `objects` are the children's compiled objects, in the same order.
+pub(super) fn sibling_reads(spec: &OperatorDefinitionSpec, objects: &[Option<Arc<ObjectChild>>]) -> Vec<Vec<String>> {
     let all = || spec.children.iter().chain(&spec.finalize.children);
     let names: Vec<&str> = all().map(|c| c.name.as_str()).collect();
     let helpers = spec.helpers.as_deref().unwrap_or_default();
     all()
-        .map(|c| {
-            if let Some(object) = &c.object {
-                super::object_stage::object_reads(object, &c.for_each, &c.name, &names)
+        .zip(objects)
+        .map(|(c, object)| {
+            if c.object.is_some() {
+                object
+                    .as_ref()
+                    .map(|o| super::object_stage::object_reads(o, &c.name, &names))
+                    .unwrap_or_default()
             } else if reads::imports_helpers(&c.template) {
                 reads::sibling_reads(&format!("{}\n{helpers}", c.template), &c.name, &names)
             } else {

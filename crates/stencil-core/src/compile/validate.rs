@@ -28,7 +28,12 @@ pub(super) struct Orders {
 
 /// Runs every check, reporting each problem; returns the dependency orders when the
 /// dependencies are sound.
-pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report: Report<'_>) -> Option<Orders> {
+pub(crate) fn check(
+    spec: &OperatorDefinitionSpec,
+    parent: Option<&Gvk>,
+    reads: &[Vec<String>],
+    report: Report<'_>,
+) -> Option<Orders> {
     check_parent(spec, parent, report);
     check_children(spec, report);
     check_lookups(spec, report);
@@ -54,8 +59,8 @@ pub(crate) fn check(spec: &OperatorDefinitionSpec, parent: Option<&Gvk>, report:
         }
     }
     let n = spec.children.len();
-    let children = dependency_order(&spec.children, &spec.finalize.children, 0, report);
-    let finalize = dependency_order(&spec.finalize.children, &spec.children, n, report);
+    let children = dependency_order(&spec.children, &spec.finalize.children, 0, reads, report);
+    let finalize = dependency_order(&spec.finalize.children, &spec.children, n, reads, report);
     Some(Orders {
         children: children?,
         finalize: finalize?,
