@@ -10,7 +10,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::kro::{TIMEOUT, apply, yaml};
+use common::kro::{TIMEOUT, apply};
 use common::{client, start_stencil, wait_for};
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -22,18 +22,33 @@ use serde_json::{Value, json};
 /// status the controllers of its children's kinds would write (by kind, `{name}` standing
 /// for the object's name), which the test writes in their place.
 struct Example {
-    rgd: &'static str,
-    instance: Instance,
-    expects: &'static [&'static str],
+    rgd: Source,
+    instance: Source,
+    expects: &'static [Source],
     observed: &'static [(&'static str, &'static str)],
 }
 
-/// Where an example's instance comes from.
-enum Instance {
+/// Where an example's RGD, instance or expected objects come from.
+enum Source {
     /// A file of kro's module.
     Kro(&'static str),
-    /// Written here, for an example that ships none.
+    /// Written here: an example kro's suites write in Go, or an instance kro ships none of.
     Here(&'static str),
+}
+
+impl Source {
+    /// The file name messages give, and the text.
+    fn read(&self, module: &std::path::Path) -> (String, String) {
+        match self {
+            Source::Kro(path) => (path.to_string(), std::fs::read_to_string(module.join(path)).unwrap()),
+            Source::Here(text) => ("kro_differential.rs".to_string(), text.to_string()),
+        }
+    }
+
+    /// The YAML documents.
+    fn documents(&self, module: &std::path::Path) -> Vec<Value> {
+        stencil::yaml::documents(&self.read(module).1).unwrap()
+    }
 }
 
 /// An instance of kro's AWS network stack: two availability zones, so each subnet
@@ -62,40 +77,42 @@ const ACK_EC2: [(&str, &str); 7] = [
     ("SecurityGroup", "securitygroups"),
 ];
 
-const EXAMPLES: [Example; 6] = [
+const EXAMPLES: [Example; 7] = [
     Example {
-        rgd: "examples/kubernetes/webapp/rg.yaml",
-        instance: Instance::Kro("examples/kubernetes/webapp/instance.yaml"),
+        rgd: Source::Kro("examples/kubernetes/webapp/rg.yaml"),
+        instance: Source::Kro("examples/kubernetes/webapp/instance.yaml"),
         expects: &[],
         observed: &[],
     },
     Example {
-        rgd: "examples/kubernetes/additionalPrinterColumns/rg.yaml",
-        instance: Instance::Kro("examples/kubernetes/additionalPrinterColumns/instance.yaml"),
+        rgd: Source::Kro("examples/kubernetes/additionalPrinterColumns/rg.yaml"),
+        instance: Source::Kro("examples/kubernetes/additionalPrinterColumns/instance.yaml"),
         expects: &[],
         observed: &[],
     },
     Example {
-        rgd: "test/e2e/chainsaw/check-instance-creation/rgd.yaml",
-        instance: Instance::Kro("test/e2e/chainsaw/check-instance-creation/instance.yaml"),
+        rgd: Source::Kro("test/e2e/chainsaw/check-instance-creation/rgd.yaml"),
+        instance: Source::Kro("test/e2e/chainsaw/check-instance-creation/instance.yaml"),
         expects: &[],
         observed: &[],
     },
     Example {
-        rgd: "test/e2e/chainsaw/check-multi-resource-rgd/rgd.yaml",
-        instance: Instance::Kro("test/e2e/chainsaw/check-multi-resource-rgd/instance.yaml"),
+        rgd: Source::Kro("test/e2e/chainsaw/check-multi-resource-rgd/rgd.yaml"),
+        instance: Source::Kro("test/e2e/chainsaw/check-multi-resource-rgd/instance.yaml"),
         expects: &[],
         observed: &[],
     },
     Example {
-        rgd: "test/e2e/chainsaw/check-external-references/rgd.yaml",
-        instance: Instance::Kro("test/e2e/chainsaw/check-external-references/instance.yaml"),
-        expects: &["test/e2e/chainsaw/check-external-references/configmap.yaml"],
+        rgd: Source::Kro("test/e2e/chainsaw/check-external-references/rgd.yaml"),
+        instance: Source::Kro("test/e2e/chainsaw/check-external-references/instance.yaml"),
+        expects: &[Source::Kro(
+            "test/e2e/chainsaw/check-external-references/configmap.yaml",
+        )],
         observed: &[],
     },
     Example {
-        rgd: "examples/aws/aws-accounts-factory/01-network-stack.yaml",
-        instance: Instance::Here(NETWORK_STACK),
+        rgd: Source::Kro("examples/aws/aws-accounts-factory/01-network-stack.yaml"),
+        instance: Source::Here(NETWORK_STACK),
         expects: &[],
         observed: &[
             ("VPC", r#"{"vpcID": "vpc-{name}"}"#),
@@ -103,7 +120,75 @@ const EXAMPLES: [Example; 6] = [
             ("SecurityGroup", r#"{"id": "sg-{name}"}"#),
         ],
     },
+    Example {
+        rgd: Source::Here(SELECTED_RGD),
+        instance: Source::Here(SELECTED_INSTANCE),
+        expects: &[Source::Here(SELECTED_CONFIGMAPS)],
+        observed: &[],
+    },
 ];
+
+/// An external collection by label selector, as kro's integration suite writes one (in
+/// Go there): every ConfigMap of the team, in every namespace.
+const SELECTED_RGD: &str = r#"
+apiVersion: kro.run/v1alpha1
+kind: ResourceGraphDefinition
+metadata:
+  name: team-summary
+spec:
+  schema:
+    apiVersion: v1alpha1
+    kind: TeamSummary
+    spec:
+      team: string
+    status:
+      count: ${size(configs)}
+      names: ${configs.map(c, c.metadata.namespace + '/' + c.metadata.name)}
+  resources:
+    - id: configs
+      externalRef:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          selector:
+            matchLabels:
+              differential-team: ${schema.spec.team}
+    - id: summary
+      template:
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: ${schema.metadata.name}-summary
+        data:
+          keys: ${configs.map(c, c.data.key).join(",")}
+"#;
+
+const SELECTED_INSTANCE: &str = "
+apiVersion: kro.run/v1alpha1
+kind: TeamSummary
+metadata:
+  name: blue
+spec:
+  team: blue
+";
+
+/// The team's ConfigMaps, in two namespaces, and one of another team.
+const SELECTED_CONFIGMAPS: &str = "
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: blue-b, namespace: default, labels: {differential-team: blue}}
+data: {key: b}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: blue-a, namespace: kube-public, labels: {differential-team: blue}}
+data: {key: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: green-a, namespace: default, labels: {differential-team: green}}
+data: {key: g}
+";
 
 /// The group Stencil serves an imported kind in, so both can be installed at once.
 const IMPORTED: &str = "imported.stencil.dev";
@@ -316,16 +401,15 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
     let examples: Vec<(Value, Value)> = EXAMPLES
         .iter()
         .map(|e| {
-            let instance = match e.instance {
-                Instance::Kro(path) => yaml(&module.join(path)).remove(0),
-                Instance::Here(text) => stencil::yaml::documents(text).unwrap().remove(0),
-            };
-            (yaml(&module.join(e.rgd)).remove(0), instance)
+            (
+                e.rgd.documents(&module).remove(0),
+                e.instance.documents(&module).remove(0),
+            )
         })
         .collect();
     for e in &EXAMPLES {
-        for path in e.expects {
-            for object in yaml(&module.join(path)) {
+        for source in e.expects {
+            for object in source.documents(&module) {
                 apply(&client, &object, "default").await;
             }
         }
@@ -355,14 +439,26 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
             json!(["subnet-demo-private-1", "subnet-demo-private-2"]),
             "{values:#}"
         );
+        // The external collection: the team's ConfigMaps in every namespace, in the order
+        // the API server lists them.
+        let (children, values) = &by_kro[6];
+        assert_eq!(
+            values["names"],
+            json!(["default/blue-b", "kube-public/blue-a"]),
+            "{values:#}"
+        );
+        assert_eq!(
+            children["ConfigMap blue-summary"]["data"]["keys"], "b,a",
+            "{children:#?}"
+        );
     }
 
     let dir = std::env::temp_dir().join(format!("kro-differential-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut paths = Vec::new();
     for (i, e) in EXAMPLES.iter().enumerate() {
-        let text = std::fs::read_to_string(module.join(e.rgd)).unwrap();
-        for t in stencil::import_kro::import(e.rgd, &text).unwrap() {
+        let (file, text) = e.rgd.read(&module);
+        for t in stencil::import_kro::import(&file, &text).unwrap() {
             let path = dir.join(format!("{i}.yaml"));
             std::fs::write(&path, imported_group(&t.text)).unwrap();
             paths.push(path);
@@ -380,8 +476,9 @@ async fn kro_and_stencil_make_the_same_children_and_status_from_kros_examples() 
             .to_string();
         instance["apiVersion"] = format!("{IMPORTED}/{version}").into();
         let by_stencil = serve(&client, rgd, &EXAMPLES[i], instance, "stencil.dev/parent-name").await;
-        assert_eq!(by_stencil.0, by_kro[i].0, "{}: the children", EXAMPLES[i].rgd);
-        assert_eq!(by_stencil.1, by_kro[i].1, "{}: the status values", EXAMPLES[i].rgd);
+        let rgd = &rgd["metadata"]["name"];
+        assert_eq!(by_stencil.0, by_kro[i].0, "{rgd}: the children");
+        assert_eq!(by_stencil.1, by_kro[i].1, "{rgd}: the status values");
     }
 }
 

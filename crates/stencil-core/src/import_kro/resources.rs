@@ -168,7 +168,8 @@ fn joined_rule(
 }
 
 /// An `externalRef` as a lookup: by name (a plain field of the instance may name it), in
-/// the instance's namespace unless it names one.
+/// the instance's namespace unless it names one; or by a label selector, in every
+/// namespace unless it names one, as kro reads a collection.
 fn lookup(id: &str, reference: &Value, resource: &Map<String, Value>, graph: &mut Graph, refusals: &mut Vec<Refusal>) {
     for key in ["readyWhen", "includeWhen", "forEach"]
         .into_iter()
@@ -181,49 +182,120 @@ fn lookup(id: &str, reference: &Value, resource: &Map<String, Value>, graph: &mu
         ));
     }
     let text = |pointer: &str| reference.pointer(pointer).and_then(Value::as_str);
-    if reference.pointer("/metadata/selector").is_some() {
-        refusals.push(Refusal::of(
-            Some(id),
-            "externalRef.metadata.selector",
-            "not translated yet: write the lookup's `selector` by hand",
-        ));
-    }
-    let (Some(api_version), Some(kind), Some(name)) = (text("/apiVersion"), text("/kind"), text("/metadata/name"))
-    else {
+    let (Some(api_version), Some(kind)) = (text("/apiVersion"), text("/kind")) else {
         refusals.push(Refusal::of(
             Some(id),
             "externalRef",
-            "an externalRef needs apiVersion, kind and metadata.name",
+            "an externalRef needs apiVersion and kind",
         ));
         return;
     };
     let mut entry = json!({"name": id, "apiVersion": api_version, "kind": kind});
-    match minijinja_of(name) {
-        Some(template) => entry["nameTemplate"] = template.into(),
-        None => refusals.push(Refusal::of(
-            Some(id),
-            "externalRef.metadata.name",
-            "only literal text and fields of the instance (`${schema.spec.x}`) are translated",
-        )),
-    }
-    if let Some(namespace) = text("/metadata/namespace") {
-        graph.namespaces.insert(allowed(namespace));
-        match minijinja_of(namespace) {
-            Some(template) => entry["namespaceTemplate"] = template.into(),
+    let selector = reference.pointer("/metadata/selector").filter(|s| !s.is_null());
+    match (text("/metadata/name"), selector) {
+        (Some(name), None) => match minijinja_of(name) {
+            Some(template) => entry["nameTemplate"] = template.into(),
             None => refusals.push(Refusal::of(
                 Some(id),
-                "externalRef.metadata.namespace",
-                "only literal text and fields of the instance are translated",
+                "externalRef.metadata.name",
+                "only literal text and fields of the instance (`${schema.spec.x}`) are translated",
             )),
+        },
+        (None, Some(selector)) => match label_selector(selector) {
+            Some(selector) => entry["selector"] = selector,
+            None => refusals.push(Refusal::of(
+                Some(id),
+                "externalRef.metadata.selector",
+                "only a selector written out (matchLabels, matchExpressions) whose values are literal text or fields of the instance is translated",
+            )),
+        },
+        (Some(_), Some(_)) => {
+            refusals.push(Refusal::of(
+                Some(id),
+                "externalRef.metadata.selector",
+                "an externalRef names its object or selects objects, not both",
+            ));
+            return;
+        }
+        (None, None) => {
+            refusals.push(Refusal::of(
+                Some(id),
+                "externalRef.metadata",
+                "an externalRef needs metadata.name or metadata.selector",
+            ));
+            return;
         }
     }
+    match text("/metadata/namespace") {
+        Some(namespace) => {
+            graph.namespaces.insert(allowed(namespace));
+            match minijinja_of(namespace) {
+                Some(template) => entry["namespaceTemplate"] = template.into(),
+                None => refusals.push(Refusal::of(
+                    Some(id),
+                    "externalRef.metadata.namespace",
+                    "only literal text and fields of the instance are translated",
+                )),
+            }
+        }
+        None if selector.is_some() => {
+            graph.namespaces.insert("*".to_string());
+            entry["namespaceTemplate"] = "*".into();
+        }
+        None => {}
+    }
+    let what = if selector.is_some() {
+        "its externalRef by selector, as a lookup of the list of matching objects"
+    } else {
+        "its externalRef, as a lookup the children wait for"
+    };
+    graph
+        .notes
+        .push((id.to_string(), vec![format!("resources[{id}]: {what}")]));
     graph.lookups.push(entry);
-    graph.notes.push((
-        id.to_string(),
-        vec![format!(
-            "resources[{id}]: its externalRef, as a lookup the children wait for"
-        )],
-    ));
+}
+
+/// A label selector kro writes out, with its values (literal text or fields of the
+/// instance) as minijinja templates; `None` for a selector an expression computes.
+fn label_selector(selector: &Value) -> Option<Value> {
+    let selector = selector.as_object()?;
+    let mut out = Map::new();
+    for (key, value) in selector {
+        let translated = match key.as_str() {
+            "matchLabels" => Value::Object(
+                value
+                    .as_object()?
+                    .iter()
+                    .map(|(k, v)| Some((k.clone(), minijinja_of(v.as_str()?)?.into())))
+                    .collect::<Option<Map<_, _>>>()?,
+            ),
+            "matchExpressions" => Value::Array(
+                value
+                    .as_array()?
+                    .iter()
+                    .map(|e| {
+                        let mut e = e.as_object()?.clone();
+                        let literal = |k: &str| e.get(k).and_then(Value::as_str).is_some_and(|t| !t.contains("${"));
+                        if !literal("key") || !literal("operator") {
+                            return None;
+                        }
+                        if let Some(values) = e.get("values") {
+                            let values: Option<Vec<Value>> = values
+                                .as_array()?
+                                .iter()
+                                .map(|v| Some(minijinja_of(v.as_str()?)?.into()))
+                                .collect();
+                            e.insert("values".into(), Value::Array(values?));
+                        }
+                        Some(Value::Object(e))
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            _ => return None,
+        };
+        out.insert(key.clone(), translated);
+    }
+    Some(Value::Object(out))
 }
 
 /// What `allowedNamespaces` must hold for a resource that names `namespace`: the

@@ -176,3 +176,33 @@ fn plurals_follow_kros() {
         assert_eq!(schema::plural(kind), plural);
     }
 }
+
+#[test]
+fn an_external_ref_by_selector_is_a_lookup_of_the_matching_objects_in_every_namespace() {
+    let by_selector = "          selector:\n            matchLabels: {team: \"${schema.spec.name}\"}\n            \
+                       matchExpressions:\n              - {key: tier, operator: In, values: [web, \"${schema.spec.name}\"]}\n";
+    let text = RGD.replace("          name: ${schema.spec.name}-settings\n", by_selector);
+    let t = translated(&text);
+    let (defs, diags) = crate::compile::compile_file("out.yaml", &t.text);
+    assert!(diags.0.is_empty(), "{diags:?}\n{}", t.text);
+    let lookup = &defs[0].spec.lookups[0];
+    assert_eq!(lookup.namespace_template.as_deref(), Some("*"));
+    assert!(defs[0].spec.allowed_namespaces.iter().any(|n| n == "*"));
+    let selector = serde_json::to_value(lookup.selector.as_ref().unwrap()).unwrap();
+    assert_eq!(selector["matchLabels"]["team"], "{{ parent.spec.name }}");
+    assert_eq!(
+        selector["matchExpressions"][0]["values"],
+        serde_json::json!(["web", "{{ parent.spec.name }}"])
+    );
+    let computed = RGD.replace(
+        "          name: ${schema.spec.name}-settings\n",
+        "          selector: ${schema.spec.selector}\n",
+    );
+    let errors = import("app.yaml", &computed).unwrap_err();
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("resources[settings].externalRef.metadata.selector"),
+        "{errors:?}"
+    );
+}
