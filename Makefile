@@ -22,7 +22,7 @@ lint: ## cargo fmt --check and clippy -D warnings
 
 .PHONY: unit
 unit: ## Unit tests (no cluster)
-	$(CARGO) test --locked --workspace --lib --bins
+	$(CARGO) test --locked --workspace --lib --bins --features fault-injection
 
 .PHONY: build
 build: ## Build the stencil binary

@@ -171,6 +171,8 @@ impl Runtime {
             let bound = http::serve(addr, health.clone(), metrics.clone()).await?;
             tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
         }
+        #[cfg(feature = "fault-injection")]
+        crate::watch::faults::check_env().map_err(RuntimeError::Fault)?;
         let unfenced = client::unfenced(&config, metrics.clone(), observer.clone())?;
         let conversions = Conversions::new();
         let webhook = Webhook::start(&options, &unfenced, &conversions, &metrics).await?;

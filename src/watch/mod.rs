@@ -5,6 +5,8 @@
 //! store and fans its events out to subscribers.
 
 mod backoff;
+#[cfg(feature = "fault-injection")]
+pub mod faults;
 mod index;
 mod shared;
 mod stored;
@@ -305,9 +307,12 @@ impl Watches {
             WatchSelection::Managed => base.labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)),
             WatchSelection::Labels(query) => base.labels(query),
         };
-        watcher(shared.api(self.client.clone()), config)
+        let events = watcher(shared.api(self.client.clone()), config)
             .backoff(backoff::RetryBackoff::new())
-            .boxed()
+            .boxed();
+        #[cfg(feature = "fault-injection")]
+        let events = faults::inject(events, faults::for_kind(&shared.gvk.kind));
+        events
     }
 }
 

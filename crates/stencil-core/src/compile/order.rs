@@ -12,8 +12,9 @@ use crate::definition::Child;
 
 /// Orders one list of children (`children`, or `finalize.children` numbered from
 /// `offset`) so each comes after what it depends on, and after every collection of the
-/// same list its template reads (it waits for the whole collection); reports unknown
-/// names, names of the other list, and cycles.
+/// same list it reads (it waits for the whole collection); `reads` holds what each child
+/// reads of its siblings, numbered as the children then the finalize children. Reports
+/// unknown names, names of the other list, and cycles.
 pub(super) fn dependency_order(
     children: &[Child],
     other: &[Child],
