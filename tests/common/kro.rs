@@ -17,13 +17,7 @@ pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// `KRO_VERSION`, e.g. `v0.9.4`.
 pub fn version() -> String {
-    let versions = std::fs::read_to_string("tests/testenv/versions.env").unwrap();
-    versions
-        .lines()
-        .find_map(|l| l.strip_prefix("KRO_VERSION="))
-        .expect("versions.env names KRO_VERSION")
-        .trim()
-        .to_string()
+    super::pinned_version("KRO_VERSION")
 }
 
 /// kro's Go module directory (`go mod download`; the module cache, never the repository).
@@ -48,10 +42,7 @@ pub fn module() -> PathBuf {
 
 /// kro's build (its `kro` binary and `crds/`), made by `tests/testenv/build.sh kro`.
 pub fn build() -> PathBuf {
-    let cache = std::env::var("STENCIL_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
-    let build = cache.join(format!("bin/kro-{}", version()));
+    let build = super::rig_bin(&format!("kro-{}", version()));
     assert!(
         build.join(".complete").exists(),
         "kro is built by `tests/testenv/build.sh kro` (make integration does)"

@@ -171,25 +171,34 @@ where
     once_served(|| api.create(&params, obj)).await.expect("create")
 }
 
-/// A tool the rig built (`kubectl`, `helm`), found through tests/testenv/versions.env.
-pub fn rig_tool(name: &str) -> std::path::PathBuf {
+/// A version `tests/testenv/versions.env` pins, by its key (`KUBERNETES_VERSION`).
+pub fn pinned_version(key: &str) -> String {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let versions = std::fs::read_to_string(root.join("tests/testenv/versions.env")).unwrap();
-    let version = |key: &str| {
-        versions
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} in versions.env"))
-            .to_string()
-    };
+    versions
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} in versions.env"))
+        .trim()
+        .to_string()
+}
+
+/// Where the rig's tools are built: `bin/<tool>-<version>` under `$STENCIL_CACHE`, or
+/// `~/.cache/stencil`.
+pub fn rig_bin(dir: &str) -> std::path::PathBuf {
     let cache = std::env::var("STENCIL_CACHE")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/stencil"));
+    cache.join("bin").join(dir)
+}
+
+/// A tool the rig built (`kubectl`, `helm`), found through tests/testenv/versions.env.
+pub fn rig_tool(name: &str) -> std::path::PathBuf {
     let dir = match name {
-        "helm" => format!("helm-{}", version("HELM_VERSION")),
-        _ => format!("kubernetes-{}", version("KUBERNETES_VERSION")),
+        "helm" => format!("helm-{}", pinned_version("HELM_VERSION")),
+        _ => format!("kubernetes-{}", pinned_version("KUBERNETES_VERSION")),
     };
-    cache.join("bin").join(dir).join(name)
+    rig_bin(&dir).join(name)
 }
 
 /// Runs a rig tool against the test cluster and returns its stdout; panics with its

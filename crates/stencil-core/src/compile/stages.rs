@@ -292,32 +292,30 @@ impl<'a> Compilation<'a> {
     /// Compiles the readiness, status and finalize rules.
     pub(super) fn rules(&mut self) -> Rules {
         let spec = self.spec;
-        let all_children = spec.children.iter().chain(&spec.finalize.children);
-        let ready = all_children
-            .enumerate()
-            .map(|(i, c)| {
-                let rule = c
-                    .ready_when
-                    .as_deref()
-                    .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)))?;
-                self.check_ready_scope(i, c, &rule);
-                Some(rule.about(&c.name))
-            })
-            .collect();
-        let include = spec
+        let (ready, include) = spec
             .children
             .iter()
             .chain(&spec.finalize.children)
             .enumerate()
             .map(|(i, c)| {
-                let rule = c
+                let ready = c
+                    .ready_when
+                    .as_deref()
+                    .and_then(|r| self.rule(r, Field::ChildReadyWhen(i)));
+                let ready = ready.map(|rule| {
+                    self.check_ready_scope(i, c, &rule);
+                    rule.about(&c.name)
+                });
+                let include = c
                     .include_when
                     .as_deref()
-                    .and_then(|r| self.rule(r, Field::ChildIncludeWhen(i)))?;
-                self.check_include_reads(i, c, &rule);
-                Some(rule)
+                    .and_then(|r| self.rule(r, Field::ChildIncludeWhen(i)));
+                if let Some(rule) = &include {
+                    self.check_include_reads(i, c, rule);
+                }
+                (ready, include)
             })
-            .collect();
+            .unzip();
         let fields = spec
             .status
             .fields

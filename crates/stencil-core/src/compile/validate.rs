@@ -185,12 +185,6 @@ fn check_settings(spec: &OperatorDefinitionSpec, report: Report<'_>) {
 /// the API server expects of a controller's finalizer), it is Stencil's own, or it
 /// belongs to Kubernetes, whose controllers still act on it.
 fn inherited_finalizer_problem(name: &str) -> Option<String> {
-    let what = format!("`{name}`");
-    let Some((domain, rest)) = name.split_once('/') else {
-        return Some(format!(
-            "{what} is not a qualified finalizer name (`example.org/finalizer`)"
-        ));
-    };
     let segment_ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 63
@@ -198,17 +192,20 @@ fn inherited_finalizer_problem(name: &str) -> Option<String> {
             && s.starts_with(|c: char| c.is_ascii_alphanumeric())
             && s.ends_with(|c: char| c.is_ascii_alphanumeric())
     };
-    if domain.len() > 253 || !domain.split('.').all(is_dns_label) || !segment_ok(rest) {
+    let qualified = name
+        .split_once('/')
+        .filter(|(domain, rest)| domain.len() <= 253 && domain.split('.').all(is_dns_label) && segment_ok(rest));
+    let Some((domain, _)) = qualified else {
         return Some(format!(
-            "{what} is not a qualified finalizer name (`example.org/finalizer`)"
+            "`{name}` is not a qualified finalizer name (`example.org/finalizer`)"
         ));
-    }
+    };
     if name == crate::labels::FINALIZER {
-        return Some(format!("{what} is Stencil's own finalizer"));
+        return Some(format!("`{name}` is Stencil's own finalizer"));
     }
     if domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") || domain.ends_with(".k8s.io") {
         return Some(format!(
-            "{what} belongs to Kubernetes, whose controllers remove it themselves"
+            "`{name}` belongs to Kubernetes, whose controllers remove it themselves"
         ));
     }
     None

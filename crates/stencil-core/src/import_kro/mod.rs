@@ -107,7 +107,7 @@ pub fn import(file: &str, text: &str) -> Result<Vec<Translation>, Vec<ImportErro
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        match translate(file, rgd) {
+        match translate(file, name, rgd) {
             Ok(t) => translations.push(t),
             Err(refusals) => errors.extend(refusals.into_iter().map(|r| ImportError::Refused {
                 file: file.to_string(),
@@ -132,8 +132,8 @@ fn is_rgd(document: &Value) -> bool {
         && document.get("kind").and_then(Value::as_str) == Some(KIND)
 }
 
-/// One RGD as an OperatorDefinition, checked by compiling it.
-fn translate(file: &str, rgd: &Value) -> Result<Translation, Vec<Refusal>> {
+/// The RGD `rgd_name` as an OperatorDefinition, checked by compiling it.
+fn translate(file: &str, rgd_name: &str, rgd: &Value) -> Result<Translation, Vec<Refusal>> {
     let mut refusals = Vec::new();
     let empty = Map::new();
     let spec = rgd.get("spec").and_then(Value::as_object).unwrap_or(&empty);
@@ -152,10 +152,6 @@ fn translate(file: &str, rgd: &Value) -> Result<Translation, Vec<Refusal>> {
     if !refusals.is_empty() {
         return Err(refusals);
     }
-    let rgd_name = rgd
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
     let text = write::definition(file, rgd_name, &parent, &graph);
     let (_, diagnostics) = crate::compile::compile_file(file, &text);
     if !diagnostics.0.is_empty() {
