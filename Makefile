@@ -51,20 +51,23 @@ integration: ## Integration tests against the rig (or STENCIL_TEST_KUBECONFIG's 
 ifdef STENCIL_TEST_KUBECONFIG
 	$(TESTENV)/build.sh kro
 	$(CARGO) test --locked --features fault-injection --test '*'
+	CARGO=$(CARGO) tests/faults/watch_faults.sh short
 else
 	$(TESTENV)/build.sh kro
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) $(CARGO) test --locked --features fault-injection --test '*' || status=$$?; \
+	if [ $$status = 0 ]; then STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) CARGO=$(CARGO) tests/faults/watch_faults.sh short || status=$$?; fi; \
 	if [ $$status = 0 ]; then $(MAKE) --no-print-directory bench-smoke || status=$$?; fi; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 endif
 
 .PHONY: test-faults
-test-faults: ## The whole fault suite: 10 min of fuzzing, every crash point, 5 s and 60 s API server outages, sharding faults
+test-faults: ## The whole fault suite: 10 min of fuzzing, every crash point, 5 s and 60 s API server outages, sharding faults, the scenarios under each watch fault
 	STENCIL_FUZZ_SECONDS=200 $(CARGO) test --locked --release -p stencil-core --lib fuzz -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_FAULTS=full STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) \
 	  $(CARGO) test --locked --features fault-injection --test faults --test apiserver_faults --test sharding -- --nocapture || status=$$?; \
+	STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) CARGO=$(CARGO) tests/faults/watch_faults.sh full || status=$$?; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 
 .PHONY: bench

@@ -18,7 +18,7 @@ use crate::definition::UpdatePolicy;
 use crate::immutable;
 use crate::labels;
 use crate::metrics;
-use crate::object_key::to_json;
+use crate::object_key::{ObjectKey, to_json};
 use crate::ownership::{self, OwnershipVerdict};
 use crate::render::DesiredChild;
 
@@ -71,7 +71,10 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
         oref = oref.within(ns);
     }
     let api = crate::discovery::api(&ctx.client, namespace, ar);
-    let live = watch.get(&oref).map(|o| to_json(&o));
+    let live = watch
+        .get(&oref)
+        .or_else(|| ctx.ledger().unseen.get(&ObjectKey::of_value(obj)?))
+        .map(|o| to_json(&o));
     Ok(Located {
         api,
         name: oref.name,
@@ -301,7 +304,7 @@ impl ChildWrite<'_> {
     }
 
     async fn recreate(&self, live: &Value) -> Result<Applied, ReconcileError> {
-        recreate(self.ctx, self.parent, &self.api, &self.name, live, &self.desired)
+        recreate(self.ctx, self.parent, &self.api, live, &self.desired)
             .await
             .map_err(self.kube_err(Operation::Delete))
     }
@@ -317,6 +320,12 @@ impl ChildWrite<'_> {
             ledger.wrote(&me, uid, &self.hash);
             if let Some(version) = &answer.metadata.resource_version {
                 ledger.expect_echo(&me, uid, version);
+            }
+            if updated {
+                ledger.unseen.updated(&answer);
+            } else {
+                let parent_uid = self.parent.metadata.uid.as_deref().unwrap_or_default();
+                ledger.unseen.created(parent_uid, std::sync::Arc::new(answer.clone()));
             }
         }
         Applied::Written(format!("{} {verb}", self.what), Box::new(answer))
@@ -345,14 +354,13 @@ async fn recreate(
     ctx: &Context,
     parent: &DynamicObject,
     api: &Api<DynamicObject>,
-    name: &str,
     live: &Value,
     desired: &Value,
 ) -> Result<Applied, kube::Error> {
     if live.pointer("/metadata/deletionTimestamp").is_some() {
         return Ok(Applied::Replacing);
     }
-    delete(ctx, parent, api, name, live, "Recreate").await?;
+    delete(ctx, parent, api, live, "Recreate", true).await?;
     count(ctx, desired, "recreated");
     Ok(Applied::Retry)
 }
@@ -366,29 +374,29 @@ fn count(ctx: &Context, obj: &Value, result: &str) {
     ctx.metrics.children_applied_total.get_or_create(&labels).inc();
 }
 
-/// Deletes a child with a UID precondition, so an object recreated meanwhile is kept.
-/// True when a deletion was asked for; false when the object was gone already, or is
-/// another object of the same name now.
+/// Deletes a child with a UID precondition, so an object recreated meanwhile is kept;
+/// `as_read` adds its resourceVersion, for a deletion judged from the object's content,
+/// which a lagging store may show as it was. True when a deletion was asked for; false
+/// when the object was gone already, or is another object (or, `as_read`, another
+/// version) now.
 pub(super) async fn delete(
     ctx: &Context,
     parent: &DynamicObject,
     api: &Api<DynamicObject>,
-    name: &str,
     live: &Value,
     reason: &str,
+    as_read: bool,
 ) -> Result<bool, kube::Error> {
-    let uid = live
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let field = |pointer: &str| live.pointer(pointer).and_then(Value::as_str).map(str::to_string);
+    let name = field("/metadata/name").unwrap_or_default();
     let params = DeleteParams {
         preconditions: Some(Preconditions {
-            uid,
-            resource_version: None,
+            uid: field("/metadata/uid"),
+            resource_version: as_read.then(|| field("/metadata/resourceVersion")).flatten(),
         }),
         ..DeleteParams::background()
     };
-    match api.delete(name, &params).await {
+    match api.delete(&name, &params).await {
         Ok(_) => {
             ctx.event(parent, EventType::Normal, reason, format!("{} deleted", describe(live)))
                 .await;

@@ -365,13 +365,29 @@ impl Context {
         }
     }
 
-    /// Every live child of a parent from this definition, found by the parent-uid label:
-    /// several decorators of one object each see only their own.
+    /// Every live child of a parent from this definition, found by the parent-uid label
+    /// (several decorators of one object each see only their own), and the children its
+    /// passes created that the watches have not shown yet.
     pub(super) fn observed(&self, uid: &str) -> Vec<Arc<DynamicObject>> {
-        self.children
+        let mut children: Vec<Arc<DynamicObject>> = self
+            .children
             .iter()
             .flat_map(|w| w.children_of(&self.definition_label, uid))
-            .collect()
+            .collect();
+        let mut ledger = self.ledger();
+        let unseen = ledger.unseen.children_of(uid);
+        for object in unseen {
+            let Some(key) = ObjectKey::of_object(&object) else {
+                continue;
+            };
+            // The store holds the name now: from here on it speaks for it.
+            if children.iter().any(|c| ObjectKey::of_object(c).as_ref() == Some(&key)) {
+                ledger.unseen.seen(&key, object.metadata.uid.as_deref());
+            } else {
+                children.push(object);
+            }
+        }
+        children
     }
 
     /// The UIDs of every parent that this definition's children name.

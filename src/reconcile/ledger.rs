@@ -3,7 +3,8 @@
 //! server refused it, the conflict it last reported, the end of its finalize step, a
 //! decorator's outcome, the child writes its store may not hold yet, and the reverse
 //! indexes from objects to the parents that read or wait for them. Forgetting a parent
-//! drops all of it at once.
+//! drops all of it at once. The children created but not yet shown by their watch are
+//! kept here too ([`Unseen`]), by parent uid; they expire by themselves.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use super::readers::{LookupSelection, Readers};
+use super::unseen::Unseen;
 use crate::object_key::ObjectKey;
 
 /// A parent, as the controller's queue and the ledger name it.
@@ -99,7 +101,7 @@ struct Written {
 /// How long a write is taken to explain a store that shows the child as before it. A
 /// watch event normally follows its write within milliseconds; past this, the store is
 /// trusted again (a change by another hand since is then corrected).
-const STORE_LAG: Duration = Duration::from_secs(10);
+pub(super) const STORE_LAG: Duration = Duration::from_secs(10);
 
 /// Every parent's record, and who reads or waits for which object.
 #[derive(Default)]
@@ -111,6 +113,8 @@ pub(super) struct Ledger {
     selections: Readers<LookupSelection>,
     /// Objects each parent would write but another holds: their going wakes the parent.
     waiting: Readers,
+    /// Children created that their watch has not shown yet.
+    pub(super) unseen: Unseen,
 }
 
 impl Ledger {

@@ -21,6 +21,7 @@ mod shard;
 mod status_write;
 mod teardown;
 mod triggers;
+mod unseen;
 
 pub use collect::strays;
 pub use context::Context;

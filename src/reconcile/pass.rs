@@ -149,6 +149,10 @@ impl<'a> Pass<'a> {
     async fn observe(&mut self) -> Result<(), ReconcileError> {
         let uid = self.parent.metadata.uid.clone().unwrap_or_default();
         self.arrived = shard::arrived(self.ctx, self.parent);
+        if self.arrived {
+            // Another member wrote its children since: what this one created is history.
+            self.ctx.ledger().unseen.forget(&uid);
+        }
         let seen = self.ctx.observed(&uid);
         self.observed = if self.arrived {
             shard::children_on_arrival(self.ctx, self.parent, &uid, seen).await?

@@ -41,7 +41,7 @@ pub(super) async fn run(
         let Some(api) = ctx.child_api(obj) else {
             continue;
         };
-        if let Err(source) = apply::delete(ctx, parent, &api, &obj.name_any(), &live, "Pruned").await {
+        if let Err(source) = apply::delete(ctx, parent, &api, &live, "Pruned", false).await {
             ctx.event(
                 parent,
                 EventType::Warning,

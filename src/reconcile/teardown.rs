@@ -29,22 +29,29 @@ fn policy_of(def: &CompiledDefinition, child: &DynamicObject) -> DeletionPolicy 
         .unwrap_or(def.spec.finalize.deletion_policy)
 }
 
+/// Whether a child of a deleted parent would carry the parent's ownerReference, so its
+/// teardown rests on whether it still does ([`orphaned_by_collector`]).
+fn carries_owner_reference(def: &CompiledDefinition, parent: &DynamicObject, child: &DynamicObject) -> bool {
+    if parent.metadata.deletion_timestamp.is_none() || def.spec.is_decorator() {
+        return false;
+    }
+    let ownable = parent.namespace().is_none() || parent.namespace() == child.namespace();
+    ownable
+        && child
+            .labels()
+            .get(labels::CHILD)
+            .and_then(|name| def.entry_index(name))
+            .is_some_and(|i| render::collected_by_garbage_collector(def, def.entry(i)))
+}
+
 /// Whether the garbage collector has orphaned a child of a deleted parent: the child would
 /// carry the parent's ownerReference, and it does not any more. That is what a deletion
 /// with `--cascade=orphan` does, so the child is kept even once the API server has taken
 /// the `orphan` finalizer off the parent.
 fn orphaned_by_collector(def: &CompiledDefinition, parent: &DynamicObject, child: &DynamicObject) -> bool {
-    if parent.metadata.deletion_timestamp.is_none() || def.spec.is_decorator() {
-        return false;
-    }
-    let ownable = parent.namespace().is_none() || parent.namespace() == child.namespace();
-    let owned = child
-        .labels()
-        .get(labels::CHILD)
-        .and_then(|name| def.entry_index(name))
-        .is_some_and(|i| render::collected_by_garbage_collector(def, def.entry(i)));
     let uid = parent.uid();
-    ownable && owned && !child.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
+    carries_owner_reference(def, parent, child)
+        && !child.owner_references().iter().any(|o| Some(&o.uid) == uid.as_ref())
 }
 
 /// Strips Stencil's ownerReference and labels from a child that outlives its parent, so a
@@ -197,9 +204,15 @@ pub(super) async fn teardown(
         let Some(api) = ctx.child_api(child) else {
             continue;
         };
-        match apply::delete(ctx, parent, &api, &child.name_any(), &live, reason).await {
+        // Kept or deleted as the ownerReference says: the deletion holds only for the
+        // object as read, since a lagging store may not show the garbage collector's
+        // orphaning yet.
+        let as_read = carries_owner_reference(&def, parent, child);
+        match apply::delete(ctx, parent, &api, &live, reason, as_read).await {
             Ok(true) => blocking.push(describe(&live)),
-            // Gone already: a watch that lags (or is broken) must not hold the parent.
+            // Gone already, or changed since it was read: a watch that lags (or is
+            // broken) must not hold the parent; the fresh list before the finalizer goes
+            // judges again.
             Ok(false) => {}
             Err(source) => errors.push(ReconcileError::Kube {
                 action: Operation::Delete,

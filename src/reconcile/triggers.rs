@@ -39,6 +39,7 @@ pub(super) fn triggers(
         );
         let refs = match role {
             Role::Child => {
+                ctx.ledger().unseen.seen(&key, meta.uid.as_deref());
                 let mut refs: Vec<ParentKey> = child_parent(&ctx, &meta)
                     .filter(|parent| !ctx.is_echo(parent, &meta))
                     .into_iter()

@@ -307,13 +307,55 @@ impl Watches {
             WatchSelection::Managed => base.labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGED_BY_VALUE)),
             WatchSelection::Labels(query) => base.labels(query),
         };
+        #[cfg(feature = "fault-injection")]
+        let selector = config.label_selector.clone();
         let events = watcher(shared.api(self.client.clone()), config)
             .backoff(backoff::RetryBackoff::new())
             .boxed();
         #[cfg(feature = "fault-injection")]
-        let events = faults::inject(events, faults::for_kind(&shared.gvk.kind));
+        let events = {
+            let events = faults::inject(events, faults::for_kind(&shared.gvk.kind));
+            match faults::stale_version(&shared.gvk.kind) {
+                Some(version) => faults::stale_first_list(
+                    events,
+                    stale_list(shared, self.client.clone(), selector, version),
+                    shared.gvk.kind.clone(),
+                ),
+                None => events,
+            }
+        };
         events
     }
+}
+
+/// The objects of `shared`'s kind as they were at `version` (fault injection).
+#[cfg(feature = "fault-injection")]
+fn stale_list(
+    shared: &SharedWatch,
+    client: Client,
+    selector: Option<String>,
+    version: String,
+) -> futures::future::BoxFuture<'static, Result<Vec<DynamicObject>, kube::Error>> {
+    let api = shared.api(client);
+    let types = kube::core::TypeMeta {
+        api_version: shared.resolved.resource.api_version.clone(),
+        kind: shared.resolved.resource.kind.clone(),
+    };
+    let mut params = kube::api::ListParams::default()
+        .at(&version)
+        .matching(kube::api::VersionMatch::Exact);
+    params.label_selector = selector;
+    Box::pin(async move {
+        let listed = api.list(&params).await?;
+        Ok(listed
+            .items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(types.clone());
+                o
+            })
+            .collect())
+    })
 }
 
 /// Objects per page of a list. A page is parsed whole before its objects are stored

@@ -2,7 +2,8 @@
 //! k-th write (plain children, an adoption with a wave teardown, and a decorator while it
 //! decorates, prunes on unmatch and cleans up after deleted parents), a child whose
 //! finalizer never clears, the deletion of a namespace holding
-//! parents, bad parents, bad definitions and isolation. Each case checks the invariants of
+//! parents, bad parents, bad definitions and isolation, and a restart that first lists
+//! an older state. Each case checks the invariants of
 //! `common::assert_invariants`: no orphaned child, no duplicate, no parent stuck on a
 //! finalizer, and (where Stencil is idle afterwards) no write storm. `make test` runs the
 //! fast cases; `make test-faults` (STENCIL_FAULTS=full) runs more crash points.
@@ -12,6 +13,7 @@ mod common;
 
 mod crashes;
 mod inputs;
+mod stale;
 mod teardown;
 
 use std::path::{Path, PathBuf};
