@@ -12,6 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
 
 use super::context::describe;
+use super::fresh::Freshness;
 use super::{Context, Operation, ReconcileError};
 use crate::applied;
 use crate::definition::UpdatePolicy;
@@ -113,6 +114,7 @@ pub(super) async fn child(
     ctx: &Context,
     parent: &DynamicObject,
     child: &DesiredChild,
+    fresh: &Freshness,
 ) -> Result<Applied, ReconcileError> {
     let (desired, hash) = applied::with_hash(child.object.clone());
     let Located { api, name, live } = locate(ctx, &desired)?;
@@ -125,6 +127,7 @@ pub(super) async fn child(
         hash,
         api,
         name,
+        fresh,
     };
     let live = match live {
         Some(live) => live,
@@ -163,6 +166,8 @@ struct ChildWrite<'a> {
     name: String,
     /// The object as messages name it.
     what: String,
+    /// Whether the pass's copy of the parent may change its children.
+    fresh: &'a Freshness,
 }
 
 /// What a create found.
@@ -262,6 +267,9 @@ impl ChildWrite<'_> {
     /// it to Stencil's value, and the Warning says whose it was (still only that object,
     /// by uid).
     async fn update(&self, live: &Value) -> Result<Applied, ReconcileError> {
+        if !self.fresh.current(self.ctx, self.parent).await? {
+            return Ok(Applied::Retry);
+        }
         let params = PatchParams::apply(labels::FIELD_MANAGER);
         let body = with_precondition(&self.desired, Some(live));
         let result = match self.api.patch(&self.name, &params, &Patch::Apply(&body)).await {
@@ -304,6 +312,9 @@ impl ChildWrite<'_> {
     }
 
     async fn recreate(&self, live: &Value) -> Result<Applied, ReconcileError> {
+        if !self.fresh.current(self.ctx, self.parent).await? {
+            return Ok(Applied::Retry);
+        }
         recreate(self.ctx, self.parent, &self.api, live, &self.desired)
             .await
             .map_err(self.kube_err(Operation::Delete))

@@ -260,7 +260,12 @@ async fn step(
     let mut pending = Vec::new();
     match rendered {
         Ok(out) => {
-            let applies: Vec<_> = out.children.iter().map(|c| apply::child(ctx, parent, c)).collect();
+            let fresh = super::fresh::Freshness::default();
+            let applies: Vec<_> = out
+                .children
+                .iter()
+                .map(|c| apply::child(ctx, parent, c, &fresh))
+                .collect();
             let mut writes = Vec::new();
             for result in futures::future::join_all(applies).await {
                 match result {

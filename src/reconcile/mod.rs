@@ -10,6 +10,7 @@ mod decorated;
 mod error;
 mod events;
 mod finalize;
+mod fresh;
 mod ledger;
 mod pass;
 mod pause;

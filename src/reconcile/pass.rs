@@ -14,6 +14,7 @@ use kube::runtime::events::EventType;
 use serde_json::Value;
 
 use super::context::describe_object;
+use super::fresh::Freshness;
 use super::ledger::Left;
 use super::rendering::{render_failed, render_off_thread, status_after_writes};
 use super::{Context, ReconcileError, apply, collect, finalize, pause, prune, revision_split, shard, status_write};
@@ -48,6 +49,8 @@ pub(super) struct Pass<'a> {
     arrived: bool,
     /// The parent's children as the watches (or, on arrival, the API server) show them.
     observed: Vec<Arc<DynamicObject>>,
+    /// Whether the parent as the pass read it may change its children.
+    fresh: Freshness,
 }
 
 /// How a pass ended: its answer, and what it leaves in the ledger when it reached one.
@@ -83,6 +86,7 @@ impl<'a> Pass<'a> {
             left: None,
             arrived: false,
             observed: Vec::new(),
+            fresh: Freshness::default(),
         }
     }
 
@@ -110,7 +114,7 @@ impl<'a> Pass<'a> {
         if let Some(e) = applies.failed {
             return Err(self.not_ready_after(&out.status, "ApplyFailed", e).await);
         }
-        if let Err(e) = prune::run(self.ctx, self.parent, &out, &self.observed).await {
+        if let Err(e) = prune::run(self.ctx, self.parent, &out, &self.observed, &self.fresh).await {
             return Err(self.not_ready_after(&out.status, "PruneFailed", e).await);
         }
         // Children held back by dependsOn may still carry the old member's label: the
@@ -213,7 +217,12 @@ impl<'a> Pass<'a> {
     async fn apply(&self, out: &RenderOutput) -> Applies {
         let mut applies = Applies::default();
         for batch in out.children.chunks(apply::CONCURRENCY) {
-            let results = futures::future::join_all(batch.iter().map(|c| apply::child(self.ctx, self.parent, c))).await;
+            let results = futures::future::join_all(
+                batch
+                    .iter()
+                    .map(|c| apply::child(self.ctx, self.parent, c, &self.fresh)),
+            )
+            .await;
             for (result, child) in results.into_iter().zip(batch) {
                 applies.record(result, &child.object);
             }

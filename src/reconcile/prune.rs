@@ -11,6 +11,7 @@ use kube::api::DynamicObject;
 use kube::runtime::events::EventType;
 
 use super::context::describe;
+use super::fresh::Freshness;
 use super::{Context, Operation, ReconcileError, apply};
 use crate::labels;
 use crate::object_key::ObjectKey;
@@ -23,6 +24,7 @@ pub(super) async fn run(
     parent: &DynamicObject,
     out: &RenderOutput,
     observed: &[Arc<DynamicObject>],
+    fresh: &Freshness,
 ) -> Result<(), ReconcileError> {
     let mut errors = Vec::new();
     for obj in observed {
@@ -41,6 +43,10 @@ pub(super) async fn run(
         let Some(api) = ctx.child_api(obj) else {
             continue;
         };
+        // A newer parent may render it again: its watch event brings the next pass.
+        if !fresh.current(ctx, parent).await? {
+            return Ok(());
+        }
         if let Err(source) = apply::delete(ctx, parent, &api, &live, "Pruned", false).await {
             ctx.event(
                 parent,

@@ -170,6 +170,15 @@ impl HandFed {
         self.event(Event::Apply(serde_json::from_value(obj).expect("an object")));
     }
 
+    /// Stores `objects` (JSON) as a watch's (re)list would.
+    pub(crate) fn list(&mut self, objects: Vec<serde_json::Value>) {
+        self.event(Event::Init);
+        for obj in objects {
+            self.event(Event::InitApply(serde_json::from_value(obj).expect("an object")));
+        }
+        self.event(Event::InitDone);
+    }
+
     /// Removes `obj` (JSON) as a watch's delete event would.
     pub(crate) fn delete(&mut self, obj: serde_json::Value) {
         self.event(Event::Delete(serde_json::from_value(obj).expect("an object")));

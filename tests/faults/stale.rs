@@ -10,6 +10,8 @@ use super::*;
 enum Stale {
     /// Every kind: a consistent older view.
     Everything,
+    /// The parents alone: their view is older than their children's.
+    Parents,
 }
 
 /// The data `size` of ConfigMap `name`, or `None` when it is absent.
@@ -76,6 +78,7 @@ async fn restart_on_an_older_view(stale: Stale) {
 
     let kinds = match stale {
         Stale::Everything => format!("*={older}"),
+        Stale::Parents => format!("Widget={older}"),
     };
     let w1_before = cms.get("w1-cm").await.unwrap();
     let log = dir.path().join("second.log");
@@ -109,6 +112,7 @@ async fn restart_on_an_older_view(stale: Stale) {
     let lists = second.logged("fault: the first list is stale");
     let expected = match stale {
         Stale::Everything => 2,
+        Stale::Parents => 1,
     };
     assert!(
         lists >= expected,
@@ -121,4 +125,9 @@ async fn restart_on_an_older_view(stale: Stale) {
 #[tokio::test]
 async fn a_restart_that_first_lists_an_older_state_converges_to_the_current_one() {
     restart_on_an_older_view(Stale::Everything).await;
+}
+
+#[tokio::test]
+async fn a_restart_whose_parents_are_listed_older_than_their_children_never_reverts_a_child() {
+    restart_on_an_older_view(Stale::Parents).await;
 }

@@ -17,6 +17,7 @@ use world::*;
 
 mod echoes;
 mod failures;
+mod fresh;
 mod mock;
 mod ownership;
 mod passes;

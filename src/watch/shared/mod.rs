@@ -3,6 +3,7 @@
 //! feeds it lives in the parent module.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kube::api::{DynamicObject, ObjectMeta};
@@ -41,6 +42,10 @@ pub struct SharedWatch {
     by_parent: Mutex<ParentIndex>,
     /// A relist under way: the store keeps its old state until the relist is done.
     relist: Mutex<Option<Relist>>,
+    /// The highest resourceVersion among the objects of the last (re)list: a stored
+    /// object at or below it has not changed since that list, which a lagging API
+    /// server may have served old. Events bring higher versions.
+    listed_up_to: AtomicU64,
     /// Objects whose name is too long for a label value, by UID: a child's
     /// `stencil.dev/parent-name` label holds a hashed form of such a name, so its parent
     /// is found by the `stencil.dev/parent-uid` label instead.
@@ -53,6 +58,8 @@ struct Relist {
     before: Vec<Arc<Stored>>,
     /// Every object the relist listed.
     listed: Vec<ObjectRef<DynamicObject>>,
+    /// The highest resourceVersion among them.
+    highest: u64,
 }
 
 impl SharedWatch {
@@ -70,6 +77,7 @@ impl SharedWatch {
             failure: tokio::sync::watch::Sender::new(None),
             by_parent: Mutex::new(ParentIndex::default()),
             relist: Mutex::new(None),
+            listed_up_to: AtomicU64::new(0),
             long_named: Mutex::new(HashMap::new()),
         }
     }
@@ -112,6 +120,12 @@ impl SharedWatch {
     /// A stored object whole, as an object of this watch's kind.
     pub fn whole(&self, stored: &Stored) -> Arc<DynamicObject> {
         Arc::new(stored.object(&self.resolved.resource))
+    }
+
+    /// Whether the stored copy with this metadata may be as a list served it: not brought
+    /// by an event since. A version that is not a number counts as listed.
+    pub fn as_listed(&self, meta: &ObjectMeta) -> bool {
+        version(meta).is_none_or(|v| v <= self.listed_up_to.load(Ordering::Relaxed))
     }
 
     /// Whether the store holds the object `key` names.
@@ -217,16 +231,21 @@ impl SharedWatch {
                 *self.relist.lock().expect("relist lock") = Some(Relist {
                     before: self.store.state(),
                     listed: Vec::new(),
+                    highest: 0,
                 });
             }
             Event::InitApply(o) => match self.relist.lock().expect("relist lock").as_mut() {
-                Some(relist) => relist.listed.push(self.key(&o)),
+                Some(relist) => {
+                    relist.highest = relist.highest.max(version(&o.metadata).unwrap_or_default());
+                    relist.listed.push(self.key(&o));
+                }
                 None => send_all(&self.subscribers, &Arc::new(o.metadata)),
             },
             Event::InitDone => {
                 let Some(relist) = self.relist.lock().expect("relist lock").take() else {
                     return;
                 };
+                self.listed_up_to.store(relist.highest, Ordering::Relaxed);
                 for key in &relist.listed {
                     if let Some(stored) = self.stored(key) {
                         send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&*stored).clone()));
@@ -303,6 +322,12 @@ impl SharedWatch {
         send_all(&self.subscribers, &Arc::new(obj.metadata.clone()));
         send_all(&self.deletion_subscribers, &Arc::new(obj));
     }
+}
+
+/// An object's resourceVersion as a number. The API server's versions are etcd
+/// revisions, which only grow; anything else is taken as unknown.
+fn version(meta: &ObjectMeta) -> Option<u64> {
+    meta.resource_version.as_deref()?.parse().ok()
 }
 
 /// Sends to every subscriber, forgetting those that have gone.
