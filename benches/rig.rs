@@ -147,6 +147,26 @@ fn app(name: &str, p: Parents) -> DynamicObject {
     .unwrap()
 }
 
+/// Creates `objects` through `api`, [`PLAIN_CONCURRENCY`] at a time; one that exists
+/// already is fine.
+async fn create_all<K>(api: &Api<K>, objects: impl IntoIterator<Item = K>, what: &str)
+where
+    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    futures::stream::iter(objects)
+        .map(|object| async move {
+            match api.create(&PostParams::default(), &object).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(e),
+            }
+        })
+        .buffer_unordered(PLAIN_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap_or_else(|e| panic!("create {what}: {e}"));
+}
+
 async fn create_parents(api: &Api<DynamicObject>, names: &[String], p: Parents) {
     futures::stream::iter(names.iter().cloned())
         .map(|n| {
@@ -337,7 +357,7 @@ impl Bench {
             "shard" => shard::run(client, dir, n, results).await,
             "rollout" => rollout::run(client, dir, n, results).await,
             "decorate" => self.decorate(results).await,
-            _ => convert::run(client, dir, self.samples, results).await,
+            _ => convert::run(client, dir, (n, self.samples), results).await,
         }
     }
 

@@ -2,7 +2,10 @@
 //! loopback; one Website holds a field its v1alpha1 cannot (so every conversion takes
 //! the lossless path, the costlier one). GETs at v1 (no conversion) and at v1alpha1
 //! (one ConversionReview each) are timed one after another; the difference is what a
-//! conversion adds, and Stencil's own histogram gives the time inside the webhook.
+//! conversion adds, and Stencil's own histogram gives the time inside the webhook. Then
+//! N Websites (paused, so Stencil writes nothing for them) are listed whole at v1, the
+//! storage version, and at v1alpha1 through the webhook: the time per object at each,
+//! and Stencil's CPU per object converted.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,11 +13,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::{Controller, free_port, kubeconfig_path, namespace, percentile, record_latency, root, stencil_bin, until};
+use super::{
+    Controller, create_all, free_port, kubeconfig_path, namespace, percentile, record_latency, root, stencil_bin, until,
+};
 
 const GROUP: &str = "examples.stencil.dev";
 
@@ -52,8 +57,78 @@ fn pure(site: &Value, results: &mut BTreeMap<&'static str, Value>) {
     results.insert("b10_convert_ns_per_object", json!(per_object.round()));
 }
 
-/// Runs B10 with `samples` reads at each version.
-pub(super) async fn run(client: &Client, dir: &Path, samples: usize, results: &mut BTreeMap<&'static str, Value>) {
+/// How many times each list is read.
+const LIST_ROUNDS: u32 = 5;
+
+/// Creates `n` paused copies of `site`.
+async fn paused_copies(api: &Api<DynamicObject>, site: &DynamicObject, n: usize) {
+    let copies = (0..n).map(|i| {
+        let mut copy = site.clone();
+        copy.metadata.name = Some(format!("site-{i}"));
+        copy.metadata.annotations = Some([("stencil.dev/paused".to_string(), "true".to_string())].into());
+        copy
+    });
+    create_all(api, copies, "the Websites").await;
+}
+
+/// Reads `api`'s list [`LIST_ROUNDS`] times; the mean time per object listed.
+async fn per_object(api: &Api<DynamicObject>) -> Duration {
+    let started = Instant::now();
+    let mut objects = 0;
+    for _ in 0..LIST_ROUNDS {
+        objects += api
+            .list(&ListParams::default())
+            .await
+            .expect("list the Websites")
+            .items
+            .len();
+    }
+    started.elapsed() / u32::try_from(objects.max(1)).unwrap_or(u32::MAX)
+}
+
+/// B10 at list scale over `n` paused Websites like `site`.
+async fn lists(
+    stencil: &Controller,
+    (v1, old): (&Api<DynamicObject>, &Api<DynamicObject>),
+    site: &DynamicObject,
+    n: usize,
+    results: &mut BTreeMap<&'static str, Value>,
+) {
+    paused_copies(v1, site, n).await;
+    // Stencil's one pass of each (its Paused condition) ends before the CPU is counted.
+    until("every Website to say Paused", Duration::from_secs(300), || async {
+        let listed = v1
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        let paused = |w: &DynamicObject| {
+            w.data["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Paused"))
+        };
+        listed.iter().filter(|w| paused(w)).count() >= n
+    })
+    .await;
+    let storage = per_object(v1).await;
+    let cpu = stencil.cpu_seconds();
+    let spoke = per_object(old).await;
+    let cpu = stencil.cpu_seconds() - cpu;
+    let objects = (n + 1) as f64 * f64::from(LIST_ROUNDS);
+    let micros = |d: Duration| d.as_secs_f64() * 1e6;
+    results.insert("b10_list_v1_us_per_object", json!(micros(storage)));
+    results.insert("b10_list_converted_us_per_object", json!(micros(spoke)));
+    results.insert("b10_list_ratio", json!(micros(spoke) / micros(storage)));
+    results.insert("b10_list_webhook_cpu_us_per_object", json!(cpu * 1e6 / objects));
+}
+
+/// Runs B10 with `samples` reads at each version, and its lists over `n` Websites.
+pub(super) async fn run(
+    client: &Client,
+    dir: &Path,
+    (n, samples): (usize, usize),
+    results: &mut BTreeMap<&'static str, Value>,
+) {
     let defs = dir.join("conversion");
     std::fs::create_dir_all(&defs).unwrap();
     std::fs::copy(root().join("operators/website.yaml"), defs.join("website.yaml")).unwrap();
@@ -124,6 +199,7 @@ pub(super) async fn run(client: &Client, dir: &Path, samples: usize, results: &m
             f64::NAN
         }),
     );
+    lists(&stencil, (&v1, &old), &site, n, results).await;
     let _ = Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
         .delete(ns, &Default::default())
         .await;

@@ -10,14 +10,16 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Controller, PLAIN_CONCURRENCY, record_latency, root, service_account_kubeconfig, stencil_rbac, until};
+use super::{
+    Controller, PLAIN_CONCURRENCY, create_all, record_latency, root, service_account_kubeconfig, stencil_rbac, until,
+};
 
 const LABEL: &str = "stencil.dev/team";
 
@@ -111,22 +113,8 @@ async fn start_decorator(client: &Client, dir: &Path) -> Controller {
 
 /// Creates the bench's `count` Namespaces (one that exists already is fine).
 async fn create_namespaces(namespaces: &Api<Namespace>, count: usize) {
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let api = namespaces.clone();
-            async move {
-                let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name(i)}})).unwrap();
-                match api.create(&PostParams::default(), &ns).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e) => Err(e),
-                }
-            }
-        })
-        .buffer_unordered(PLAIN_CONCURRENCY)
-        .try_collect::<Vec<_>>()
-        .await
-        .expect("create namespaces");
+    let all = (0..count).map(|i| serde_json::from_value(json!({"metadata": {"name": name(i)}})).unwrap());
+    create_all(namespaces, all, "namespaces").await;
 }
 
 /// Labels the first `samples` Namespaces one at a time; each sample is the time from

@@ -298,6 +298,19 @@ fn sharding_and_rollout(r: &Figures) -> Vec<Row> {
             String::new(),
             "",
         ),
+        (
+            "B10 LIST of N parents, per object: at v1alpha1 through the webhook, at v1 (storage)",
+            format!(
+                "{:.1} µs; {:.1} µs ({:.2}x); the webhook's CPU {:.1} µs per object",
+                r.f("b10_list_converted_us_per_object"),
+                r.f("b10_list_v1_us_per_object"),
+                r.f("b10_list_ratio"),
+                r.f("b10_list_webhook_cpu_us_per_object")
+            ),
+            String::new(),
+            String::new(),
+            "",
+        ),
     ]
 }
 

@@ -31,6 +31,11 @@ impl Freshness {
         }
         self.0.get_or_try_init(|| read_again(ctx, parent)).await.copied()
     }
+
+    /// Whether the pass found its copy of the parent older than the API server's.
+    pub(super) fn stale(&self) -> bool {
+        self.0.get() == Some(&false)
+    }
 }
 
 /// Whether the API server holds `parent` at the version the pass read.

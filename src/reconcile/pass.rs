@@ -237,6 +237,10 @@ impl<'a> Pass<'a> {
     /// deleted.
     async fn answer(&mut self, out: RenderOutput, applies: Applies) -> Answer {
         let (ctx, parent) = (self.ctx, self.parent);
+        // Its status would be the older parent's: the newer one's pass writes it.
+        if self.fresh.stale() {
+            return Ok(Action::requeue(RECREATE_RETRY));
+        }
         let status = if applies.answers.is_empty() {
             out.status
         } else {

@@ -77,13 +77,26 @@ impl<'a> Compilation<'a> {
             self.report(field.clone(), CompileError::Invalid(message), None);
         }
         let origin = self.locator.origin(&field);
-        match self.env.add_template_owned(name.clone(), source.to_string()) {
-            Ok(()) => {
+        // minijinja's code generator panics on a few templates its parser accepts (an
+        // `import ... as` whose target is an expression, not a name): those are errors
+        // too, and the environment is left as it was.
+        quiet_code_generator_panics();
+        let added = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.env.add_template_owned(name.clone(), source.to_string())
+        }));
+        match added {
+            Ok(Ok(())) => {
                 self.origins.insert(name, origin);
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 let inner = template_position(&e, source);
                 self.report(field, CompileError::Template(template_message(&e)), inner);
+            }
+            Err(_) => {
+                let message = "the template engine cannot compile this template: check that each \
+                               `import ... as NAME`, `set NAME` and `for NAME in` names plain variables"
+                    .to_string();
+                self.report(field, CompileError::Template(message), None);
             }
         }
     }
@@ -380,4 +393,22 @@ pub(super) fn decorate_matchers(spec: &OperatorDefinitionSpec) -> Option<(Option
         }
         (parse(&labels), parse(&d.annotation_selector))
     })
+}
+
+/// Keeps the code generator's panics, which `Compilation::template` catches and reports as
+/// errors, out of the process's output; every other panic reaches the hook installed
+/// before.
+fn quiet_code_generator_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let caught = info
+                .location()
+                .is_some_and(|l| l.file().contains("minijinja") && l.file().ends_with("compiler/codegen.rs"));
+            if !caught {
+                previous(info);
+            }
+        }));
+    });
 }

@@ -621,3 +621,17 @@ fn an_include_rule_that_reads_a_sibling_needs_it_in_depends_on() {
     let (_, diags) = compile_file("w.yaml", &listed);
     assert!(diags.0.is_empty(), "{diags:?}");
 }
+
+#[test]
+fn a_template_the_engine_cannot_compile_is_an_error_not_a_panic() {
+    // Found by the fuzzer: minijinja's parser takes `import ... as` with an expression
+    // after `as`, and its code generator then panics.
+    let broken = GOOD.replace(
+        "        apiVersion: v1\n",
+        "        {%- import \"other\" as h % parent.metadata.name %}\n        apiVersion: v1\n",
+    );
+    let d = one_error(&broken);
+    assert!(matches!(d.error, CompileError::Template(_)), "{d}");
+    assert!(d.to_string().contains("import ... as NAME"), "{d}");
+    assert_eq!(d.line, 12, "the template field's line: {d}");
+}
