@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     CM, Process, TestNamespace, apiserver, assert_invariants, child, client, count_ready, definition, etcd,
-    full_faults, spawn_stencil, unique_group, wait_established, wait_for,
+    full_faults, spawn_stencil_env, unique_group, wait_established, wait_for,
 };
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -39,6 +39,16 @@ async fn expire_watches() {
     )
     .await;
     apiserver(&["start"]);
+}
+
+/// The last 30 writes logged before line `until`, with the warnings among them.
+fn recent_writes(logs: &str, until: usize) -> String {
+    let lines: Vec<&str> = logs
+        .lines()
+        .take(until)
+        .filter(|l| l.contains(" write ") || l.contains("WARN"))
+        .collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
 async fn writes(p: &Process) -> f64 {
@@ -89,13 +99,16 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
     let defs = dir.path().join("defs");
     std::fs::create_dir(&defs).unwrap();
     std::fs::write(defs.join("widgets.yaml"), definition(&group, &child("cm", CM), "")).unwrap();
-    let stencil = spawn_stencil(
+    // Every write is logged (at debug, from the client), so a write after convergence
+    // says what it was.
+    let stencil = spawn_stencil_env(
         &[
             format!("--definitions={}", defs.display()),
             "--no-cluster-definitions".into(),
         ],
         &common::kubeconfig_path(),
         dir.path().join("stencil.log"),
+        &[("RUST_LOG", "stencil=info,stencil::runtime::client=debug".into())],
     );
     wait_established(&client, &format!("widgets.{group}")).await;
     let api: Api<DynamicObject> = common::widgets(&client, &group, &ns.name);
@@ -196,6 +209,7 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
             }
         }
         let before = writes(&stencil).await;
+        let logged_before = stencil.logs().lines().count();
         let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns.name);
         let children = cms
             .list(&ListParams::default().labels("app.kubernetes.io/managed-by=stencil"))
@@ -224,10 +238,13 @@ async fn stencil_survives_watch_expiry_and_api_server_loss() {
                     l.starts_with("stencil_children_applied_total") || l.starts_with("rest_client_requests_total")
                 })
                 .collect();
+            let logs = stencil.logs();
+            let since: Vec<&str> = logs.lines().skip(logged_before).collect();
             panic!(
-                "{written} writes after convergence\n{}\nthe log ends:\n{}",
+                "{written} writes after convergence\n{}\nthe log since convergence:\n{}\nthe writes of the last minute before it:\n{}",
                 applied.join("\n"),
-                stencil.tail(40)
+                since.join("\n"),
+                recent_writes(&logs, logged_before)
             );
         }
     }

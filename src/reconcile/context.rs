@@ -374,19 +374,7 @@ impl Context {
             .iter()
             .flat_map(|w| w.children_of(&self.definition_label, uid))
             .collect();
-        let mut ledger = self.ledger();
-        let unseen = ledger.unseen.children_of(uid);
-        for object in unseen {
-            let Some(key) = ObjectKey::of_object(&object) else {
-                continue;
-            };
-            // The store holds the name now: from here on it speaks for it.
-            if children.iter().any(|c| ObjectKey::of_object(c).as_ref() == Some(&key)) {
-                ledger.unseen.seen(&key, object.metadata.uid.as_deref());
-            } else {
-                children.push(object);
-            }
-        }
+        self.ledger().unseen.add_to(uid, &mut children);
         children
     }
 

@@ -24,7 +24,11 @@ pub(super) type ParentKey = ObjectRef<DynamicObject>;
 #[derive(Debug, Default, PartialEq)]
 struct Record {
     pending_since: Option<Instant>,
+    /// Failed passes in a row whose error is not an unreachable API server.
     failures: u32,
+    /// Failed passes in a row for want of an API server: counted apart, so an outage's
+    /// retries do not lengthen the backoff of the first error after it.
+    unreachable: u32,
     forbidden: Option<String>,
     conflict: Option<String>,
     finalized: Option<Value>,
@@ -135,11 +139,17 @@ impl Ledger {
         self.record(parent).pending_since.get_or_insert_with(Instant::now);
     }
 
-    /// A pass failed; returns how many in a row (at most `cap`).
-    pub(super) fn failed(&mut self, parent: &ParentKey, cap: u32) -> u32 {
+    /// A pass failed, for want of an API server (`unreachable`) or otherwise; returns
+    /// how many in a row failed that way (at most `cap`).
+    pub(super) fn failed(&mut self, parent: &ParentKey, unreachable: bool, cap: u32) -> u32 {
         let r = self.record(parent);
-        r.failures = (r.failures + 1).min(cap);
-        r.failures
+        let count = if unreachable {
+            &mut r.unreachable
+        } else {
+            &mut r.failures
+        };
+        *count = (*count + 1).min(cap);
+        *count
     }
 
     /// The first refusal by text, and how many parents have one.
@@ -284,6 +294,7 @@ impl Ledger {
         match verdict {
             Verdict::Succeeded => {
                 record.failures = 0;
+                record.unreachable = 0;
                 record.forbidden = None;
             }
             Verdict::Failed { refused: Some(needed) } => record.forbidden = Some(needed),
@@ -313,7 +324,7 @@ impl Ledger {
     pub(super) fn tracked(&self) -> Tracked {
         Tracked {
             pending: self.records.values().filter(|r| r.pending_since.is_some()).count(),
-            failing: self.records.values().filter(|r| r.failures > 0).count(),
+            failing: self.records.values().filter(|r| r.failures + r.unreachable > 0).count(),
             reading: self.readers.parents().count(),
         }
     }

@@ -126,10 +126,13 @@ impl Counted {
 /// Requeues a failed parent with exponential backoff: 0.5 s doubling to 5 minutes.
 pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let me = ctx.parent_key(&parent);
-    let n = ctx.ledger().failed(&me, 10);
+    let unreachable = error.unreachable();
     // An unreachable API server is everyone's problem and costs nothing to retry: parents
     // come back within seconds of it, instead of after a backoff grown during the outage.
-    let cap = if error.unreachable() {
+    // Its retries are counted apart: the first refusal after it (a kind not served yet by
+    // an API server just started) backs off from 0.5 s, not from where the outage left.
+    let n = ctx.ledger().failed(&me, unreachable, 10);
+    let cap = if unreachable {
         Duration::from_secs(5)
     } else {
         Duration::from_secs(300)

@@ -91,6 +91,22 @@ impl Unseen {
             .collect()
     }
 
+    /// Adds to `stored`, the children of the parent `parent_uid` its store holds, those
+    /// created that it does not hold yet. A name the store holds speaks for itself from
+    /// then on.
+    pub(super) fn add_to(&mut self, parent_uid: &str, stored: &mut Vec<Arc<DynamicObject>>) {
+        for object in self.children_of(parent_uid) {
+            let Some(key) = ObjectKey::of_object(&object) else {
+                continue;
+            };
+            if stored.iter().any(|c| ObjectKey::of_object(c).as_ref() == Some(&key)) {
+                self.seen(&key, object.metadata.uid.as_deref());
+            } else {
+                stored.push(object);
+            }
+        }
+    }
+
     /// The watch told of the object at `key` as `uid`: its store holds it (or holds its
     /// deletion) from now on. An event of an older object under the same name (one
     /// deleted before the create, held by a slow watch) tells nothing of the new one.

@@ -27,6 +27,9 @@ fn counting(
                 .map_or_else(|| req.uri().path(), |p| p.as_str());
             observe(req.method(), target);
         }
+        if req.method() != http::Method::GET {
+            tracing::debug!(method = %req.method(), path = req.uri().path(), "write");
+        }
         let label = MethodLabel {
             method: req.method().to_string(),
         };

@@ -76,6 +76,35 @@ pub fn stale_first_list(
     stale.chain(later).boxed()
 }
 
+/// The objects of `shared`'s kind as they were at `version` (fault injection).
+pub(super) fn stale_list(
+    shared: &super::SharedWatch,
+    client: kube::Client,
+    selector: Option<String>,
+    version: String,
+) -> futures::future::BoxFuture<'static, Result<Vec<DynamicObject>, kube::Error>> {
+    let api = shared.api(client);
+    let types = kube::core::TypeMeta {
+        api_version: shared.resolved.resource.api_version.clone(),
+        kind: shared.resolved.resource.kind.clone(),
+    };
+    let mut params = kube::api::ListParams::default()
+        .at(&version)
+        .matching(kube::api::VersionMatch::Exact);
+    params.label_selector = selector;
+    Box::pin(async move {
+        let listed = api.list(&params).await?;
+        Ok(listed
+            .items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(types.clone());
+                o
+            })
+            .collect())
+    })
+}
+
 /// The faults one kind's events get.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Faults {

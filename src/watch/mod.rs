@@ -7,6 +7,8 @@
 mod backoff;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
+#[cfg(test)]
+mod hand_fed;
 mod index;
 mod shared;
 mod stored;
@@ -23,6 +25,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 
 pub use backoff::WatchFailure;
+#[cfg(test)]
+pub(crate) use hand_fed::HandFed;
 pub use shared::SharedWatch;
 pub use stored::Stored;
 
@@ -129,63 +133,6 @@ impl std::ops::Deref for WatchLease {
 
     fn deref(&self) -> &SharedWatch {
         &self.running.shared
-    }
-}
-
-/// A watch fed by hand, for unit tests of what the controller decides: no task, no API
-/// server; [`HandFed::apply`] stores an object as a watch event would.
-#[cfg(test)]
-pub(crate) struct HandFed {
-    /// The lease the controller holds.
-    pub lease: WatchLease,
-}
-
-#[cfg(test)]
-impl HandFed {
-    /// An empty, synced watch of `gvk`, served as `plural`.
-    pub(crate) fn new(gvk: &Gvk, plural: &str, namespaced: bool) -> HandFed {
-        let resource = kube::core::ApiResource::from_gvk_with_plural(
-            &kube::core::GroupVersionKind::gvk(&gvk.group, &gvk.version, &gvk.kind),
-            plural,
-        );
-        let resolved = discovery::Resolved { resource, namespaced };
-        let shared = Arc::new(SharedWatch::new(gvk.clone(), resolved, None));
-        shared.observe(Event::Init);
-        shared.observe(Event::InitDone);
-        let running = Running {
-            key: (gvk.clone(), WatchSelection::All),
-            shared,
-            task: tokio::spawn(async {}).abort_handle(),
-            registry: Weak::new(),
-        };
-        HandFed {
-            lease: WatchLease {
-                running: Arc::new(running),
-            },
-        }
-    }
-
-    /// Stores `obj` (JSON) as a watch event would.
-    pub(crate) fn apply(&mut self, obj: serde_json::Value) {
-        self.event(Event::Apply(serde_json::from_value(obj).expect("an object")));
-    }
-
-    /// Stores `objects` (JSON) as a watch's (re)list would.
-    pub(crate) fn list(&mut self, objects: Vec<serde_json::Value>) {
-        self.event(Event::Init);
-        for obj in objects {
-            self.event(Event::InitApply(serde_json::from_value(obj).expect("an object")));
-        }
-        self.event(Event::InitDone);
-    }
-
-    /// Removes `obj` (JSON) as a watch's delete event would.
-    pub(crate) fn delete(&mut self, obj: serde_json::Value) {
-        self.event(Event::Delete(serde_json::from_value(obj).expect("an object")));
-    }
-
-    fn event(&mut self, event: Event<DynamicObject>) {
-        self.lease.observe(event);
     }
 }
 
@@ -327,7 +274,7 @@ impl Watches {
             match faults::stale_version(&shared.gvk.kind) {
                 Some(version) => faults::stale_first_list(
                     events,
-                    stale_list(shared, self.client.clone(), selector, version),
+                    faults::stale_list(shared, self.client.clone(), selector, version),
                     shared.gvk.kind.clone(),
                 ),
                 None => events,
@@ -335,36 +282,6 @@ impl Watches {
         };
         events
     }
-}
-
-/// The objects of `shared`'s kind as they were at `version` (fault injection).
-#[cfg(feature = "fault-injection")]
-fn stale_list(
-    shared: &SharedWatch,
-    client: Client,
-    selector: Option<String>,
-    version: String,
-) -> futures::future::BoxFuture<'static, Result<Vec<DynamicObject>, kube::Error>> {
-    let api = shared.api(client);
-    let types = kube::core::TypeMeta {
-        api_version: shared.resolved.resource.api_version.clone(),
-        kind: shared.resolved.resource.kind.clone(),
-    };
-    let mut params = kube::api::ListParams::default()
-        .at(&version)
-        .matching(kube::api::VersionMatch::Exact);
-    params.label_selector = selector;
-    Box::pin(async move {
-        let listed = api.list(&params).await?;
-        Ok(listed
-            .items
-            .into_iter()
-            .map(|mut o| {
-                o.types = Some(types.clone());
-                o
-            })
-            .collect())
-    })
 }
 
 /// Objects per page of a list. A page is parsed whole before its objects are stored

@@ -150,9 +150,14 @@ pub fn spawn_stencil_env(
         // once never race for one.
         .arg("--metrics-addr=127.0.0.1:0")
         .args(args)
+        // STENCIL_TEST_LOG turns up a spawned process's logging while a test is chased;
+        // a test's own RUST_LOG in `env` wins.
+        .env(
+            "RUST_LOG",
+            std::env::var("STENCIL_TEST_LOG").unwrap_or_else(|_| "stencil=info".into()),
+        )
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "stencil=info")
         .stdout(file.try_clone().unwrap())
         .stderr(file)
         .spawn()

@@ -238,3 +238,39 @@ async fn a_child_finds_its_parent_by_uid_when_the_name_is_too_long_for_a_label()
     let found = triggers::child_parent(&w.ctx, &child.metadata).expect("a parent");
     assert_eq!(found.name, long, "the child's event wakes the parent that exists");
 }
+
+/// An outage's retries are capped at 5 s, and they do not lengthen the backoff of the
+/// first refusal after the API server is back (a kind its new process does not serve
+/// yet): that one is retried after 0.5 s, as a first failure is.
+#[tokio::test]
+async fn the_backoff_after_an_outage_starts_afresh_for_a_refusal() {
+    let w = World::new();
+    let parent: Arc<DynamicObject> = Arc::new(serde_json::from_value(parent(None)).unwrap());
+    let error = |source| ReconcileError::Kube {
+        action: crate::reconcile::Operation::WriteStatus,
+        object: "Widget ns/w".into(),
+        source,
+    };
+    let unreachable = || error(kube::Error::Service("connection refused".into()));
+    let not_found: kube::core::Status =
+        serde_json::from_value(json!({"status": "Failure", "code": 404, "reason": "NotFound", "message": "m"}))
+            .unwrap();
+    let refused = || error(kube::Error::Api(Box::new(not_found.clone())));
+    for _ in 0..9 {
+        error_policy(parent.clone(), &unreachable(), w.ctx.clone());
+    }
+    assert_eq!(
+        error_policy(parent.clone(), &unreachable(), w.ctx.clone()),
+        Action::requeue(Duration::from_secs(5)),
+        "an outage is retried every 5 s at most"
+    );
+    assert_eq!(
+        error_policy(parent.clone(), &refused(), w.ctx.clone()),
+        Action::requeue(Duration::from_millis(500))
+    );
+    assert_eq!(
+        error_policy(parent.clone(), &refused(), w.ctx.clone()),
+        Action::requeue(Duration::from_secs(1)),
+        "positive control: refusals in a row back off"
+    );
+}
