@@ -62,11 +62,11 @@ else
 endif
 
 .PHONY: test-faults
-test-faults: ## The whole fault suite: 5 min of fuzzing, every crash point, 5 s and 60 s API server outages, sharding faults, the scenarios under each watch fault
-	STENCIL_FUZZ_SECONDS=100 $(CARGO) test --locked --release -p stencil-core --lib fuzz -- --nocapture --test-threads=1
+test-faults: ## The whole fault suite: 3 min of fuzzing, every crash point, 5 s and 60 s API server outages, the scenarios (sharding's too) under each watch fault
+	STENCIL_FUZZ_SECONDS=60 $(CARGO) test --locked --release -p stencil-core --lib fuzz -- --nocapture --test-threads=1
 	$(MAKE) --no-print-directory testenv-up
 	status=0; STENCIL_FAULTS=full STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) \
-	  $(CARGO) test --locked --features fault-injection --test faults --test apiserver_faults --test sharding -- --nocapture || status=$$?; \
+	  $(CARGO) test --locked --features fault-injection --test faults --test apiserver_faults -- --nocapture || status=$$?; \
 	STENCIL_TEST_KUBECONFIG=$(KUBECONFIG_RIG) CARGO=$(CARGO) tests/faults/watch_faults.sh full || status=$$?; \
 	$(MAKE) --no-print-directory testenv-down; exit $$status
 

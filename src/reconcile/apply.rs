@@ -6,7 +6,9 @@
 //! write carries a precondition: a create only creates, and an update or an adoption
 //! writes only the object that was judged, by its uid.
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use std::sync::Arc;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::Value;
@@ -22,6 +24,7 @@ use crate::metrics;
 use crate::object_key::{ObjectKey, to_json};
 use crate::ownership::{self, OwnershipVerdict};
 use crate::render::DesiredChild;
+use crate::watch::CatchUp;
 
 pub(super) use crate::applied::CREATE_ONLY;
 
@@ -52,6 +55,8 @@ struct Located {
     api: Api<DynamicObject>,
     name: String,
     live: Option<Value>,
+    /// When the kind's store last caught up.
+    store: Arc<CatchUp>,
 }
 
 /// Finds a desired child through its kind's watch.
@@ -80,6 +85,7 @@ fn locate(ctx: &Context, obj: &Value) -> Result<Located, ReconcileError> {
         api,
         name: oref.name,
         live,
+        store: watch.catch_up(),
     })
 }
 
@@ -117,7 +123,7 @@ pub(super) async fn child(
     fresh: &Freshness,
 ) -> Result<Applied, ReconcileError> {
     let (desired, hash) = applied::with_hash(child.object.clone());
-    let Located { api, name, live } = locate(ctx, &desired)?;
+    let Located { api, name, live, store } = locate(ctx, &desired)?;
     let w = ChildWrite {
         ctx,
         parent,
@@ -128,6 +134,7 @@ pub(super) async fn child(
         api,
         name,
         fresh,
+        store,
     };
     let live = match live {
         Some(live) => live,
@@ -168,6 +175,8 @@ struct ChildWrite<'a> {
     what: String,
     /// Whether the pass's copy of the parent may change its children.
     fresh: &'a Freshness,
+    /// When the kind's store last caught up: a create is kept until it shows it.
+    store: Arc<CatchUp>,
 }
 
 /// What a create found.
@@ -336,7 +345,9 @@ impl ChildWrite<'_> {
                 ledger.unseen.updated(&answer);
             } else {
                 let parent_uid = self.parent.metadata.uid.as_deref().unwrap_or_default();
-                ledger.unseen.created(parent_uid, std::sync::Arc::new(answer.clone()));
+                ledger
+                    .unseen
+                    .created(parent_uid, Arc::new(answer.clone()), self.store.clone());
             }
         }
         Applied::Written(format!("{} {verb}", self.what), Box::new(answer))
@@ -371,7 +382,7 @@ async fn recreate(
     if live.pointer("/metadata/deletionTimestamp").is_some() {
         return Ok(Applied::Replacing);
     }
-    delete(ctx, parent, api, live, "Recreate", true).await?;
+    super::delete::child(ctx, parent, api, live, "Recreate", true).await?;
     count(ctx, desired, "recreated");
     Ok(Applied::Retry)
 }
@@ -383,37 +394,4 @@ fn count(ctx: &Context, obj: &Value, result: &str) {
         result: result.to_string(),
     };
     ctx.metrics.children_applied_total.get_or_create(&labels).inc();
-}
-
-/// Deletes a child with a UID precondition, so an object recreated meanwhile is kept;
-/// `as_read` adds its resourceVersion, for a deletion judged from the object's content,
-/// which a lagging store may show as it was. True when a deletion was asked for; false
-/// when the object was gone already, or is another object (or, `as_read`, another
-/// version) now.
-pub(super) async fn delete(
-    ctx: &Context,
-    parent: &DynamicObject,
-    api: &Api<DynamicObject>,
-    live: &Value,
-    reason: &str,
-    as_read: bool,
-) -> Result<bool, kube::Error> {
-    let field = |pointer: &str| live.pointer(pointer).and_then(Value::as_str).map(str::to_string);
-    let name = field("/metadata/name").unwrap_or_default();
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: field("/metadata/uid"),
-            resource_version: as_read.then(|| field("/metadata/resourceVersion")).flatten(),
-        }),
-        ..DeleteParams::background()
-    };
-    match api.delete(&name, &params).await {
-        Ok(_) => {
-            ctx.event(parent, EventType::Normal, reason, format!("{} deleted", describe(live)))
-                .await;
-            Ok(true)
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
 }

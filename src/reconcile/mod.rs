@@ -7,6 +7,7 @@ mod apply;
 mod collect;
 mod context;
 mod decorated;
+mod delete;
 mod error;
 mod events;
 mod finalize;

@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 
 use super::context::describe;
 use super::fresh::Freshness;
-use super::{Context, Operation, ReconcileError, apply};
+use super::{Context, Operation, ReconcileError, delete};
 use crate::labels;
 use crate::object_key::ObjectKey;
 use crate::object_key::to_json;
@@ -47,7 +47,7 @@ pub(super) async fn run(
         if !fresh.current(ctx, parent).await? {
             return Ok(());
         }
-        if let Err(source) = apply::delete(ctx, parent, &api, &live, "Pruned", false).await {
+        if let Err(source) = delete::child(ctx, parent, &api, &live, "Pruned", false).await {
             ctx.event(
                 parent,
                 EventType::Warning,

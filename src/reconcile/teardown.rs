@@ -11,7 +11,7 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::context::{describe, describe_object};
-use super::{Context, Operation, ReconcileError, apply};
+use super::{Context, Operation, ReconcileError, delete};
 use crate::compile::CompiledDefinition;
 use crate::definition::DeletionPolicy;
 use crate::labels;
@@ -208,7 +208,7 @@ pub(super) async fn teardown(
         // object as read, since a lagging store may not show the garbage collector's
         // orphaning yet.
         let as_read = carries_owner_reference(&def, parent, child);
-        match apply::delete(ctx, parent, &api, &live, reason, as_read).await {
+        match delete::child(ctx, parent, &api, &live, reason, as_read).await {
             Ok(true) => blocking.push(describe(&live)),
             // Gone already, or changed since it was read: a watch that lags (or is
             // broken) must not hold the parent; the fresh list before the finalizer goes

@@ -3,7 +3,8 @@
 //! relists) can hold it far longer. A pass in that window would find the child absent:
 //! it would write it again, judge the parent's status without it, or tear the parent
 //! down without it. Until the watch tells of the object (any event of its uid), or
-//! [`STORE_LAG`] passes, passes take the API server's answer to the write for it.
+//! [`STORE_LAG`] passes with its store current (an outage or a relist does not count),
+//! passes take the API server's answer to the write for it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use kube::api::DynamicObject;
 
 use super::ledger::STORE_LAG;
 use crate::object_key::ObjectKey;
+use crate::watch::CatchUp;
 
 /// How many entries are kept before the expired ones are swept, at least.
 const SWEEP_FLOOR: usize = 64;
@@ -31,18 +33,24 @@ struct Entry {
     parent_uid: String,
     object: Arc<DynamicObject>,
     at: Instant,
+    /// When the store of the object's kind last caught up.
+    store: Arc<CatchUp>,
 }
 
 impl Entry {
+    /// Kept while its store is behind, and for [`STORE_LAG`] after both the create and
+    /// the store's catching up: a watch down longer than that brings the object later.
     fn fresh(&self, now: Instant) -> bool {
-        now.duration_since(self.at) < STORE_LAG
+        self.store
+            .since()
+            .is_none_or(|current| now.duration_since(self.at.max(current)) < STORE_LAG)
     }
 }
 
 impl Unseen {
     /// Notes that a pass of the parent `parent_uid` created `object` (the API server's
-    /// answer).
-    pub(super) fn created(&mut self, parent_uid: &str, object: Arc<DynamicObject>) {
+    /// answer), which the watch whose store is `store` will show.
+    pub(super) fn created(&mut self, parent_uid: &str, object: Arc<DynamicObject>, store: Arc<CatchUp>) {
         let Some(key) = ObjectKey::of_object(&object) else {
             return;
         };
@@ -51,6 +59,7 @@ impl Unseen {
             parent_uid: parent_uid.to_string(),
             object,
             at: Instant::now(),
+            store,
         };
         if let Some(old) = self.objects.insert(key.clone(), entry) {
             self.unlink(&old.parent_uid, &key);
@@ -175,6 +184,11 @@ mod tests {
         Arc::new(serde_json::from_value(object).unwrap())
     }
 
+    /// A store that has been current for a long while.
+    fn current() -> Arc<CatchUp> {
+        Arc::new(CatchUp::caught_up_at(Instant::now() - STORE_LAG * 2))
+    }
+
     fn key(name: &str) -> ObjectKey {
         ObjectKey::of_object(&configmap(name, "")).unwrap()
     }
@@ -182,8 +196,8 @@ mod tests {
     #[test]
     fn a_created_child_is_found_until_its_own_event_comes() {
         let mut unseen = Unseen::default();
-        unseen.created("p", configmap("a", "u1"));
-        unseen.created("p", configmap("b", "u2"));
+        unseen.created("p", configmap("a", "u1"), current());
+        unseen.created("p", configmap("b", "u2"), current());
         assert_eq!(unseen.children_of("p").len(), 2);
         assert_eq!(unseen.get(&key("a")).unwrap().metadata.uid.as_deref(), Some("u1"));
         assert!(unseen.children_of("other").is_empty());
@@ -197,7 +211,7 @@ mod tests {
         assert_eq!(unseen.children_of("p").len(), 1);
         unseen.seen(&key("b"), Some("u2"));
         assert!(unseen.by_parent.is_empty() && unseen.len() == 0, "nothing kept");
-        unseen.created("p", configmap("c", "u3"));
+        unseen.created("p", configmap("c", "u3"), current());
         unseen.forget("p");
         assert!(unseen.by_parent.is_empty() && unseen.len() == 0, "a parent forgotten");
     }
@@ -205,7 +219,7 @@ mod tests {
     #[test]
     fn a_later_write_replaces_the_answer_kept() {
         let mut unseen = Unseen::default();
-        unseen.created("p", configmap("a", "u1"));
+        unseen.created("p", configmap("a", "u1"), current());
         let mut newer = (*configmap("a", "u1")).clone();
         newer.metadata.resource_version = Some("2".into());
         unseen.updated(&newer);
@@ -218,11 +232,29 @@ mod tests {
     #[test]
     fn an_object_created_again_moves_to_its_new_parent() {
         let mut unseen = Unseen::default();
-        unseen.created("p", configmap("a", "u1"));
-        unseen.created("q", configmap("a", "u2"));
+        unseen.created("p", configmap("a", "u1"), current());
+        unseen.created("q", configmap("a", "u2"), current());
         assert!(unseen.children_of("p").is_empty());
         assert_eq!(unseen.children_of("q").len(), 1);
         assert_eq!(unseen.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_outlives_the_lag_while_its_store_is_behind_and_for_the_lag_after() {
+        let mut unseen = Unseen::default();
+        let just = Instant::now() - STORE_LAG / 2;
+        unseen.created("p", configmap("behind", "u1"), Arc::new(CatchUp::default()));
+        unseen.created("p", configmap("caught-up", "u2"), Arc::new(CatchUp::caught_up_at(just)));
+        unseen.created("p", configmap("current", "u3"), current());
+        for entry in unseen.objects.values_mut() {
+            entry.at = Instant::now() - STORE_LAG * 3;
+        }
+        assert!(unseen.get(&key("behind")).is_some(), "its watch is down or relisting");
+        assert!(unseen.get(&key("caught-up")).is_some(), "its store caught up only now");
+        assert!(
+            unseen.get(&key("current")).is_none(),
+            "positive control: past the lag with its store current"
+        );
     }
 
     #[test]
@@ -230,13 +262,13 @@ mod tests {
         let mut unseen = Unseen::default();
         let old = Instant::now() - STORE_LAG;
         for i in 0..SWEEP_FLOOR {
-            unseen.created("p", configmap(&format!("c{i}"), &format!("u{i}")));
+            unseen.created("p", configmap(&format!("c{i}"), &format!("u{i}")), current());
         }
         for entry in unseen.objects.values_mut() {
             entry.at = old;
         }
         assert!(unseen.children_of("p").is_empty(), "expired entries are not read");
-        unseen.created("p", configmap("new", "n"));
+        unseen.created("p", configmap("new", "n"), current());
         assert_eq!(unseen.len(), 1, "the sweep dropped the expired ones");
         assert_eq!(unseen.by_parent["p"], vec![key("new")]);
     }

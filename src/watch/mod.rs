@@ -5,6 +5,7 @@
 //! store and fans its events out to subscribers.
 
 mod backoff;
+mod catch_up;
 #[cfg(feature = "fault-injection")]
 pub mod faults;
 #[cfg(test)]
@@ -25,6 +26,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 
 pub use backoff::WatchFailure;
+pub use catch_up::CatchUp;
 #[cfg(test)]
 pub(crate) use hand_fed::HandFed;
 pub use shared::SharedWatch;

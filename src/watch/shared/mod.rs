@@ -13,6 +13,7 @@ use kube::runtime::watcher::Event;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::backoff::WatchFailure;
+use super::catch_up::CatchUp;
 use super::index::{Name, ParentIndex};
 use super::stored::Stored;
 use crate::discovery::Resolved;
@@ -37,6 +38,8 @@ pub struct SharedWatch {
     subscribers: Subscribers<ObjectMeta>,
     deletion_subscribers: Subscribers<DynamicObject>,
     failure: tokio::sync::watch::Sender<Option<WatchFailure>>,
+    /// When the store last caught up with the API server.
+    catch_up: Arc<CatchUp>,
     /// Objects by their `stencil.dev/definition` and `stencil.dev/parent-uid` labels, so
     /// a reconcile finds a parent's children without scanning the store.
     by_parent: Mutex<ParentIndex>,
@@ -75,6 +78,7 @@ impl SharedWatch {
             subscribers: Mutex::new(Vec::new()),
             deletion_subscribers: Mutex::new(Vec::new()),
             failure: tokio::sync::watch::Sender::new(None),
+            catch_up: Arc::new(CatchUp::default()),
             by_parent: Mutex::new(ParentIndex::default()),
             relist: Mutex::new(None),
             listed_up_to: AtomicU64::new(0),
@@ -185,6 +189,12 @@ impl SharedWatch {
             .map(|f| f.to_error().to_string())
     }
 
+    /// When the store last caught up with the API server (None while it is behind), for
+    /// whoever keeps what it may not show yet.
+    pub fn catch_up(&self) -> Arc<CatchUp> {
+        self.catch_up.clone()
+    }
+
     /// Follows the watch's failures, for a caller waiting on its first list.
     pub(super) fn failures(&self) -> tokio::sync::watch::Receiver<Option<WatchFailure>> {
         self.failure.subscribe()
@@ -207,6 +217,7 @@ impl SharedWatch {
 
     /// Records a failing list or watch.
     pub(super) fn failed(&self, failure: WatchFailure) {
+        self.catch_up.fell_behind();
         self.failure.send_replace(Some(failure));
     }
 
@@ -217,10 +228,15 @@ impl SharedWatch {
             .lock()
             .expect("writer lock")
             .apply_watcher_event(&Stored::event(&event));
-        if self.failure.borrow().is_some() {
+        let recovered = self.failure.borrow().is_some();
+        if recovered {
             self.failure.send_replace(None);
         }
         self.index(&event);
+        if recovered && matches!(event, Event::Apply(_) | Event::Delete(_)) {
+            // A watch that resumed where it failed brings what it missed from here on.
+            self.catch_up.caught_up();
+        }
         match event {
             Event::Apply(o) => send_all(&self.subscribers, &Arc::new(o.metadata)),
             Event::Delete(o) => self.publish_deletion(o),
@@ -228,6 +244,7 @@ impl SharedWatch {
             // looked one up before would miss a new object or read an old copy, so they
             // are published then, with what the relist found deleted.
             Event::Init => {
+                self.catch_up.fell_behind();
                 *self.relist.lock().expect("relist lock") = Some(Relist {
                     before: self.store.state(),
                     listed: Vec::new(),
@@ -242,6 +259,7 @@ impl SharedWatch {
                 None => send_all(&self.subscribers, &Arc::new(o.metadata)),
             },
             Event::InitDone => {
+                self.catch_up.caught_up();
                 let Some(relist) = self.relist.lock().expect("relist lock").take() else {
                     return;
                 };

@@ -164,6 +164,41 @@ async fn a_watch_failure_clears_with_an_event_or_fades_when_no_retry_repeats_it(
     assert_eq!(shared.error(), None, "no retry failed for 25 s: the watch resumed");
 }
 
+/// The store is behind from its first list's start to its end, from a failure to the
+/// first event after it, and through a relist; it caught up at the end of each.
+#[test]
+fn the_store_is_behind_through_a_list_and_a_failure_and_caught_up_after() {
+    let shared = watch();
+    let store = shared.catch_up();
+    assert_eq!(store.since(), None, "no list yet");
+    shared.observe(Event::Init);
+    shared.observe(Event::InitApply(configmap("a", "u1")));
+    assert_eq!(store.since(), None, "the first list is under way");
+    shared.observe(Event::InitDone);
+    let listed = store.since().expect("caught up at the list's end");
+    shared.observe(Event::Apply(configmap("b", "u1")));
+    assert_eq!(
+        store.since(),
+        Some(listed),
+        "an event of a current store changes nothing"
+    );
+
+    let refused = kube::core::Status::failure("connection refused", "ServiceUnavailable").with_code(503);
+    shared.failed(WatchFailure::new(
+        kube::runtime::watcher::Error::WatchError(Box::new(refused)),
+        &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    ));
+    assert_eq!(store.since(), None, "a failed watch is behind");
+    shared.observe(Event::Apply(configmap("c", "u1")));
+    assert!(store.since().is_some(), "the resumed watch's first event");
+
+    shared.observe(Event::Init);
+    assert_eq!(store.since(), None, "a relist is under way");
+    shared.observe(Event::InitApply(configmap("c", "u1")));
+    shared.observe(Event::InitDone);
+    assert!(store.since().is_some_and(|t| t >= listed));
+}
+
 /// A refused list names the rule to add and keeps the API server's answer as its source.
 #[test]
 fn a_forbidden_list_names_the_rule_and_keeps_its_source() {
