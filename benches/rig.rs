@@ -1,5 +1,6 @@
 //! `make bench`: Stencil against the API server's own limit on the rig. Measures
-//! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
+//! convergence (B1), create-to-children latency (B2, also while every parent is
+//! re-checked: [`recheck`]), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7) ([`Bench::stencil`]), kro on the same
 //! graph ([`kro`]) and a plain kube client making the same writes ([`limit`]); B2 against
 //! a watching plain client ([`floor`]); convergence of children that need no controller
@@ -30,6 +31,8 @@ mod limit;
 mod lite;
 #[path = "rig/observe.rs"]
 mod observe;
+#[path = "rig/recheck.rs"]
+mod recheck;
 #[path = "rig/report.rs"]
 mod report;
 #[path = "rig/rollout.rs"]
@@ -385,6 +388,9 @@ impl Bench {
         record_latency(results, ["b2_idle_p50_ms", "b2_idle_p99_ms"], &idle_latency);
         let converge = self.converge(&stencil, &api, base_rss, results).await;
         self.steady_state(&stencil, results).await;
+        let mut converged = bulk_names(self.n, self.samples);
+        converged.extend((0..self.samples).map(|i| format!("busy-{i}")));
+        recheck::run(&self.client, NS, (&converged, self.samples), results).await;
         stencil.stop();
         let restarted = self.restart(results).await;
         self.delete(&api, results).await;

@@ -1,7 +1,8 @@
 //! The controller of one definition: a thin shell around the pure renderer. kube's
 //! controller calls [`reconcile`] for each parent; it counts the pass and runs it as a
 //! [`pass::Pass`] (gate, render, finalizer, apply, prune, status), and [`error_policy`]
-//! retries a failed one with backoff.
+//! retries a failed one with backoff. New parents and changed specs reach kube's queue
+//! at once; re-checks and resyncs wait in [`lanes`] while it is full.
 
 mod apply;
 mod collect;
@@ -12,12 +13,14 @@ mod error;
 mod events;
 mod finalize;
 mod fresh;
+mod lanes;
 mod ledger;
 mod pass;
 mod pause;
 mod prune;
 mod readers;
 mod rendering;
+mod resync;
 mod revision_split;
 mod shard;
 mod status_write;
@@ -43,7 +46,10 @@ use kube::runtime::controller::{Action, Config, Controller};
 use crate::metrics;
 use crate::watch::Stored;
 use context::describe_object;
+use kube::runtime::reflector::ObjectRef;
+use lanes::Lanes;
 use ledger::Verdict;
+use resync::Resyncs;
 use triggers::{Role, stream_from, triggers};
 
 /// Deleted parents whose children are collected at once.
@@ -156,14 +162,18 @@ pub fn error_policy(parent: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc
 }
 
 /// Forgets deleted parents and deletes their owned children, a bounded number at once.
-async fn collect_deleted(ctx: Arc<Context>) {
+async fn collect_deleted(ctx: Arc<Context>, lanes: Arc<Lanes>, resyncs: Resyncs) {
     let deletions = stream_from(ctx.parents.subscribe_deletions());
     deletions
         .for_each_concurrent(COLLECT_CONCURRENCY, |parent| {
             let ctx = ctx.clone();
+            let (lanes, resyncs) = (lanes.clone(), resyncs.clone());
             async move {
                 if collect::is_gone(&ctx, &parent) {
-                    ctx.forget(&ctx.parent_key(&parent));
+                    let me = ctx.parent_key(&parent);
+                    lanes.forget(&me, parent.metadata.uid.as_deref());
+                    resyncs.cancel(me.clone());
+                    ctx.forget(&me);
                     // Held still: the garbage collector, not Stencil, removes what it owned.
                     if pause::paused_by(&ctx.def, &parent).is_some() {
                         return;
@@ -189,16 +199,10 @@ pub async fn run(
     concurrency: u16,
     stop: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let counting = ctx.clone();
-    let parent_events = stream_from(ctx.parents.subscribe()).filter_map(move |meta| {
-        let me = counting.parents.key_of(&meta);
-        let echo = counting.is_echo(&me, &meta);
-        if !echo {
-            counting.requested(&me);
-        }
-        futures::future::ready((!echo).then_some(me))
-    });
-    let collector = tokio::spawn(collect_deleted(ctx.clone()));
+    let lanes = Lanes::new(concurrency);
+    let (resyncs, timer) = Resyncs::start(lanes.clone());
+    let timer = tokio::spawn(timer);
+    let collector = tokio::spawn(collect_deleted(ctx.clone(), lanes.clone(), resyncs.clone()));
     let resource = ctx.parents.resolved.resource.clone();
     let stored = move |r: ledger::ParentKey| r.into_kind_unchecked::<Stored>(resource.clone());
     let mut controller = Controller::for_stream_with(
@@ -208,33 +212,81 @@ pub async fn run(
     )
     .with_config(Config::default().concurrency(concurrency))
     .graceful_shutdown_on(stop)
-    .reconcile_on(parent_events.map(stored.clone()));
+    .reconcile_on(parent_events(&ctx, &lanes).map(stored.clone()))
+    .reconcile_on(lanes.clone().released().map(stored.clone()));
     for w in &ctx.children {
-        controller = controller.reconcile_on(triggers(&ctx, w, Role::Child).map(stored.clone()));
+        controller = controller.reconcile_on(held(triggers(&ctx, w, Role::Child), &lanes));
     }
     for w in &ctx.lookups {
-        controller = controller.reconcile_on(triggers(&ctx, w, Role::Lookup).map(stored.clone()));
+        controller = controller.reconcile_on(held(triggers(&ctx, w, Role::Lookup), &lanes));
     }
     if let Some(nudges) = ctx.take_nudges() {
-        controller = controller.reconcile_on(nudges.map(stored.clone()));
+        controller = controller.reconcile_on(held(nudges, &lanes));
     }
     let name = ctx.def.name.clone();
+    let gone = lanes.clone();
     controller
         .run(
-            |parent: Arc<Stored>, ctx: Arc<Context>| reconcile(ctx.parents.whole(&parent), ctx),
+            move |parent: Arc<Stored>, ctx: Arc<Context>| {
+                let (lanes, resyncs) = (lanes.clone(), resyncs.clone());
+                async move {
+                    let parent = ctx.parents.whole(&parent);
+                    let me = ctx.parent_key(&parent);
+                    let _turn = lanes.start(&me);
+                    let answer = reconcile(parent, ctx.clone()).await;
+                    resyncs.after_pass(me, answer, ctx.resync())
+                }
+            },
             |parent: Arc<Stored>, error: &ReconcileError, ctx: Arc<Context>| {
                 error_policy(ctx.parents.whole(&parent), error, ctx)
             },
-            ctx,
+            ctx.clone(),
         )
         .for_each(|result| {
-            if let Err(e) = result {
-                tracing::debug!(definition = %name, error = %e, "controller");
+            match result {
+                // Deleted before its turn: it holds no place in the queue.
+                Err(kube::runtime::controller::Error::ObjectNotFound(r)) => {
+                    gone.forget(&ctx.parents.key_at(r.namespace.as_deref(), &r.name), None)
+                }
+                Err(e) => tracing::debug!(definition = %name, error = %e, "controller"),
+                Ok(_) => {}
             }
             futures::future::ready(())
         })
         .await;
     collector.abort();
+    timer.abort();
+}
+
+/// The parent's own events, less the echoes of Stencil's writes: a new parent or a
+/// changed spec goes to the controller, the rest to the re-check lane.
+fn parent_events(
+    ctx: &Arc<Context>,
+    lanes: &Arc<Lanes>,
+) -> impl futures::Stream<Item = ledger::ParentKey> + Send + 'static {
+    let (ctx, lanes) = (ctx.clone(), lanes.clone());
+    stream_from(ctx.parents.subscribe()).filter_map(move |meta| {
+        let me = ctx.parents.key_of(&meta);
+        let echo = ctx.is_echo(&me, &meta);
+        if !echo {
+            ctx.requested(&me);
+        }
+        futures::future::ready((!echo).then(|| lanes.parent_event(me, &meta)).flatten())
+    })
+}
+
+/// A stream of re-checks, held in the lane until kube's queue has room; it yields nothing
+/// itself (the lane's released stream does).
+fn held<S, K>(rechecks: S, lanes: &Arc<Lanes>) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
+where
+    S: futures::Stream<Item = ledger::ParentKey> + Send + 'static,
+    K: kube::Resource + 'static,
+{
+    let lanes = lanes.clone();
+    rechecks.filter_map(move |parent| {
+        lanes.recheck(parent);
+        futures::future::ready(None)
+    })
 }
 
 #[cfg(test)]

@@ -290,7 +290,8 @@ impl SharedWatch {
         self.key_at(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default())
     }
 
-    fn key_at(&self, namespace: Option<&str>, name: &str) -> ObjectRef<DynamicObject> {
+    /// The key of the object with this namespace and name.
+    pub fn key_at(&self, namespace: Option<&str>, name: &str) -> ObjectRef<DynamicObject> {
         let key = ObjectRef::new_with(name, self.resolved.resource.clone());
         match namespace {
             Some(ns) => key.within(ns),

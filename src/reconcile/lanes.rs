@@ -1,0 +1,308 @@
+//! Which pass runs first. A parent seen for the first time, one whose spec changed and
+//! one being deleted go straight to the work queue; a pass that only re-checks a parent
+//! (a child's or a lookup's event, a relist, a nudge, a resync) waits in a lane of its own
+//! and goes to the queue only while the queue has room: fewer passes running and waiting
+//! than the controller runs at once. A new parent waits behind at most the passes already
+//! running, never behind a resync or a relist of every parent.
+//!
+//! The priority is strict, as in controller-runtime's priority queue: while new parents
+//! keep the queue full, re-checks wait; they run as soon as it drains.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use kube::api::ObjectMeta;
+use tokio::sync::Notify;
+
+use super::context::ParentKey;
+
+/// What a parent's spec was when last seen: its generation and whether it was being
+/// deleted (a deletion does not always move the generation).
+type Seen = (Option<i64>, bool);
+
+/// The two lanes and what the controller's queue holds, without a clock or a channel.
+#[derive(Default)]
+struct Queue {
+    /// Passes the controller runs at once.
+    room: usize,
+    /// Passes running.
+    running: usize,
+    /// Parents sent to the controller whose pass has not started.
+    queued: HashSet<ParentKey>,
+    /// Re-checks held, oldest first, and the same set for lookups.
+    held: VecDeque<ParentKey>,
+    holding: HashSet<ParentKey>,
+    /// The spec of each parent last seen, by UID.
+    seen: HashMap<String, Seen>,
+}
+
+impl Queue {
+    /// Whether a parent event brings something new: a parent not seen before, a spec
+    /// changed, a deletion begun. Remembers what it saw.
+    fn is_new(&mut self, meta: &ObjectMeta) -> bool {
+        let Some(uid) = &meta.uid else { return true };
+        let now = (meta.generation, meta.deletion_timestamp.is_some());
+        self.seen.insert(uid.clone(), now) != Some(now)
+    }
+
+    /// A parent goes to the controller now.
+    fn send(&mut self, parent: &ParentKey) {
+        self.queued.insert(parent.clone());
+    }
+
+    /// A parent is to be re-checked once the queue has room; nothing to do when a pass
+    /// is queued already (it reads the parent and its children when it starts).
+    fn hold(&mut self, parent: ParentKey) {
+        if self.queued.contains(&parent) || !self.holding.insert(parent.clone()) {
+            return;
+        }
+        self.held.push_back(parent);
+    }
+
+    /// The oldest held re-check, when the queue has room for it.
+    fn release(&mut self) -> Option<ParentKey> {
+        if self.running + self.queued.len() >= self.room {
+            return None;
+        }
+        let parent = self.held.pop_front()?;
+        self.holding.remove(&parent);
+        self.queued.insert(parent.clone());
+        Some(parent)
+    }
+
+    /// A pass of `parent` starts, from the queue or from a retry the controller timed.
+    fn started(&mut self, parent: &ParentKey) {
+        self.queued.remove(parent);
+        self.running += 1;
+    }
+
+    /// A pass ended.
+    fn ended(&mut self) {
+        self.running = self.running.saturating_sub(1);
+    }
+
+    /// A parent is gone: nothing of it is queued, held or remembered.
+    fn forget(&mut self, parent: &ParentKey, uid: Option<&str>) {
+        self.queued.remove(parent);
+        if self.holding.remove(parent) {
+            self.held.retain(|p| p != parent);
+        }
+        if let Some(uid) = uid {
+            self.seen.remove(uid);
+        }
+    }
+}
+
+/// The lanes of one definition's controller, shared by its trigger streams and passes.
+pub(super) struct Lanes {
+    queue: Mutex<Queue>,
+    /// Woken when the queue may have room or a re-check arrived.
+    changed: Notify,
+}
+
+impl Lanes {
+    /// Lanes in front of a controller that runs `concurrency` passes at once.
+    pub(super) fn new(concurrency: u16) -> Arc<Lanes> {
+        let queue = Queue {
+            room: usize::from(concurrency.max(1)),
+            ..Queue::default()
+        };
+        Arc::new(Lanes {
+            queue: Mutex::new(queue),
+            changed: Notify::new(),
+        })
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().expect("lanes")
+    }
+
+    /// Sorts a parent's own event: the parent when it goes to the controller now, None
+    /// when it waits in the re-check lane.
+    pub(super) fn parent_event(&self, parent: ParentKey, meta: &ObjectMeta) -> Option<ParentKey> {
+        let mut queue = self.queue();
+        if queue.is_new(meta) {
+            queue.send(&parent);
+            return Some(parent);
+        }
+        queue.hold(parent);
+        drop(queue);
+        self.changed.notify_one();
+        None
+    }
+
+    /// Holds a re-check of `parent` until the queue has room.
+    pub(super) fn recheck(&self, parent: ParentKey) {
+        self.queue().hold(parent);
+        self.changed.notify_one();
+    }
+
+    /// A pass of `parent` starts; it ends when the turn is dropped.
+    pub(super) fn start(self: &Arc<Self>, parent: &ParentKey) -> Turn {
+        self.queue().started(parent);
+        Turn { lanes: self.clone() }
+    }
+
+    /// Forgets a deleted parent.
+    pub(super) fn forget(&self, parent: &ParentKey, uid: Option<&str>) {
+        self.queue().forget(parent, uid);
+        self.changed.notify_one();
+    }
+
+    /// Whether no re-check is held (tests).
+    #[cfg(test)]
+    pub(super) fn held_is_empty(&self) -> bool {
+        self.queue().held.is_empty()
+    }
+
+    /// The next re-check the queue has room for, or None once something changed.
+    async fn next_or_wait(&self) -> Option<ParentKey> {
+        let changed = self.changed.notified();
+        tokio::pin!(changed);
+        // Registered before the look, so a change between the look and the wait wakes it.
+        changed.as_mut().enable();
+        let released = self.queue().release();
+        if released.is_none() {
+            changed.await;
+        }
+        released
+    }
+
+    /// The re-checks, each when the queue has room for it.
+    pub(super) fn released(self: Arc<Self>) -> impl futures::Stream<Item = ParentKey> + Send + 'static {
+        futures::stream::unfold(self, |lanes| async move {
+            loop {
+                if let Some(parent) = lanes.next_or_wait().await {
+                    return Some((parent, lanes));
+                }
+            }
+        })
+    }
+}
+
+/// A running pass; dropping it frees its place in the queue.
+pub(super) struct Turn {
+    lanes: Arc<Lanes>,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.lanes.queue().ended();
+        self.lanes.changed.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::runtime::reflector::ObjectRef;
+
+    fn parent(name: &str) -> ParentKey {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        ObjectRef::<DynamicObject>::new_with(name, ar).within("ns")
+    }
+
+    fn meta(uid: &str, generation: i64) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some(uid.into()),
+            generation: Some(generation),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn queue(room: usize) -> Queue {
+        Queue {
+            room,
+            ..Queue::default()
+        }
+    }
+
+    #[test]
+    fn a_parent_is_new_when_first_seen_when_its_spec_changes_and_when_its_deletion_begins() {
+        let mut q = queue(2);
+        assert!(q.is_new(&meta("a", 1)));
+        assert!(!q.is_new(&meta("a", 1)), "the same generation again is a re-check");
+        assert!(q.is_new(&meta("a", 2)));
+        let mut deleting = meta("a", 2);
+        deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+        assert!(q.is_new(&deleting));
+        q.forget(&parent("a"), Some("a"));
+        assert!(q.is_new(&meta("a", 2)), "a forgotten parent is seen afresh");
+    }
+
+    #[test]
+    fn a_recheck_waits_while_running_and_queued_passes_fill_the_room() {
+        let mut q = queue(2);
+        q.send(&parent("new-1"));
+        q.started(&parent("new-1"));
+        q.send(&parent("new-2"));
+        q.hold(parent("old"));
+        assert_eq!(q.release(), None, "one running and one queued fill a room of two");
+        q.started(&parent("new-2"));
+        assert_eq!(q.release(), None, "two running fill it");
+        q.ended();
+        assert_eq!(q.release(), Some(parent("old")));
+        assert_eq!(q.release(), None, "held once, released once");
+    }
+
+    #[test]
+    fn a_new_parent_goes_ahead_of_every_held_recheck() {
+        let mut q = queue(1);
+        for i in 0..100 {
+            q.hold(parent(&format!("old-{i}")));
+        }
+        q.send(&parent("new"));
+        assert_eq!(q.release(), None, "the new parent's pass takes the room");
+        q.started(&parent("new"));
+        q.ended();
+        assert_eq!(q.release(), Some(parent("old-0")), "then re-checks go, oldest first");
+    }
+
+    #[test]
+    fn a_recheck_of_a_queued_parent_or_a_held_one_is_not_held_twice() {
+        let mut q = queue(1);
+        q.send(&parent("a"));
+        q.hold(parent("a"));
+        q.hold(parent("b"));
+        q.hold(parent("b"));
+        assert_eq!(q.held.len(), 1, "a is queued already; b is held once");
+        q.started(&parent("a"));
+        q.ended();
+        assert_eq!(q.release(), Some(parent("b")));
+        q.started(&parent("b"));
+        q.hold(parent("b"));
+        q.ended();
+        assert_eq!(
+            q.release(),
+            Some(parent("b")),
+            "a running parent is re-checked after its pass"
+        );
+    }
+
+    #[test]
+    fn a_forgotten_parent_leaves_the_queue_and_the_lane() {
+        let mut q = queue(1);
+        q.send(&parent("gone"));
+        q.hold(parent("held"));
+        assert_eq!(q.release(), None);
+        q.forget(&parent("gone"), None);
+        q.forget(&parent("held"), None);
+        assert_eq!(q.release(), None, "nothing is held");
+        assert!(q.queued.is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_released_stream_yields_a_recheck_when_a_turn_ends() {
+        use futures::StreamExt;
+        let lanes = Lanes::new(1);
+        let turn = lanes.start(&parent("running"));
+        lanes.recheck(parent("old"));
+        let mut released = Box::pin(lanes.clone().released());
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), released.next()).await;
+        assert!(early.is_err(), "no room while a pass runs");
+        drop(turn);
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), released.next()).await;
+        assert_eq!(next.expect("released once the turn ends"), Some(parent("old")));
+    }
+}
