@@ -1,13 +1,12 @@
 //! `make bench`: Stencil against the API server's own limit on the rig. Measures
-//! convergence (B1), create-to-children latency (B2, also while every parent is
-//! re-checked: [`recheck`]), steady-state writes (B3), memory
+//! convergence (B1), create-to-children latency (B2), steady-state writes (B3), memory
 //! (B4), CPU (B5), restart (B6) and deletion (B7) ([`Bench::stencil`]), kro on the same
 //! graph ([`kro`]) and a plain kube client making the same writes ([`limit`]); B2 against
 //! a watching plain client ([`floor`]); convergence of children that need no controller
-//! manager (B1b, [`lite`]); B1b's and B4's parents over three sharded replicas
+//! manager (B1b, [`lite`]); B2 while every parent is re-checked ([`recheck`]); B1b's and B4's parents over three sharded replicas
 //! ([`shard`]); a canary rollout of an edit over B1b's parents (B11, [`rollout`]); then a
 //! decorator and a selector lookup (B8, B9, [`decorate`]) and conversion through the
-//! webhook (B10, [`convert`]). BENCH_PART=b1b, shard, rollout, decorate or convert runs
+//! webhook (B10, [`convert`]). BENCH_PART=b1b, recheck, shard, rollout, decorate or convert runs
 //! that part alone; BENCH_PART=b4 runs Stencil's B1-B7 and stops there. Sizes come from
 //! BENCH_N, BENCH_LATENCY_SAMPLES, BENCH_IDLE_SECONDS and BENCH_DECORATE_OTHERS; results
 //! go to stdout, target/bench/results.md and target/bench/results.json ([`report`]). The
@@ -352,7 +351,7 @@ impl Bench {
         }
     }
 
-    /// Runs the part `part` alone (b1b, shard, rollout, decorate or convert).
+    /// Runs the part `part` alone (b1b, recheck, shard, rollout, decorate or convert).
     async fn part(&self, part: &str, results: &mut BTreeMap<&'static str, Value>) {
         let (client, dir, n) = (&self.client, self.dir.path(), self.n);
         match part {
@@ -360,6 +359,7 @@ impl Bench {
             "shard" => shard::run(client, dir, n, results).await,
             "rollout" => rollout::run(client, dir, n, results).await,
             "decorate" => self.decorate(results).await,
+            "recheck" => recheck::run(client, dir, (n, self.samples), results).await,
             _ => convert::run(client, dir, (n, self.samples), results).await,
         }
     }
@@ -388,9 +388,6 @@ impl Bench {
         record_latency(results, ["b2_idle_p50_ms", "b2_idle_p99_ms"], &idle_latency);
         let converge = self.converge(&stencil, &api, base_rss, results).await;
         self.steady_state(&stencil, results).await;
-        let mut converged = bulk_names(self.n, self.samples);
-        converged.extend((0..self.samples).map(|i| format!("busy-{i}")));
-        recheck::run(&self.client, NS, (&converged, self.samples), results).await;
         stencil.stop();
         let restarted = self.restart(results).await;
         self.delete(&api, results).await;
@@ -419,6 +416,9 @@ impl Bench {
             latency(&self.client, NS, self.samples, "busy", APPS)
         );
         record_latency(results, ["b2_busy_p50_ms", "b2_busy_p99_ms"], &busy_latency);
+        let p50 = |key: &str| results.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
+        let over_idle = p50("b2_busy_p50_ms") / p50("b2_idle_p50_ms");
+        results.insert("b2_busy_over_idle", json!(over_idle));
         // From the first create, as the plain client's time is.
         let converge = observer.converged(n, 3 * n, Duration::from_secs(3600)).await - started;
         drop(observer);
@@ -517,7 +517,7 @@ impl Bench {
         save(results);
         floor::run(client, (n, self.samples, self.replicas), results).await;
         save(results);
-        for part in ["b1b", "shard", "rollout", "decorate", "convert"] {
+        for part in ["b1b", "recheck", "shard", "rollout", "decorate", "convert"] {
             self.part(part, results).await;
             save(results);
         }
@@ -533,7 +533,7 @@ async fn main() {
     // A part alone keeps the other figures of the last run; BENCH_PART=b4 runs
     // Stencil's own B1-B7 (B4 at 10,000 parents without the rest).
     let part = std::env::var("BENCH_PART").unwrap_or_default();
-    let alone = ["b1b", "decorate", "convert", "shard", "rollout"].contains(&part.as_str());
+    let alone = ["b1b", "recheck", "decorate", "convert", "shard", "rollout"].contains(&part.as_str());
     if alone || part == "b4" {
         keep_saved(&mut results);
     }

@@ -2,8 +2,10 @@
 //! one being deleted go straight to the work queue; a pass that only re-checks a parent
 //! (a child's or a lookup's event, a relist, a nudge, a resync) waits in a lane of its own
 //! and goes to the queue only while the queue has room: fewer passes running and waiting
-//! than the controller runs at once. A new parent waits behind at most the passes already
-//! running, never behind a resync or a relist of every parent.
+//! than the controller runs at once. A new parent waits behind the passes already
+//! running, never behind a resync or a relist of every parent. The price, measured by
+//! the bench's `recheck` part: while re-checks alone keep the queue full, they ran about
+//! a third fewer a second than when they all waited in the controller's queue.
 //!
 //! The priority is strict, as in controller-runtime's priority queue: while new parents
 //! keep the queue full, re-checks wait; they run as soon as it drains.
@@ -59,9 +61,12 @@ impl Queue {
         self.held.push_back(parent);
     }
 
-    /// The oldest held re-check, when the queue has room for it.
+    /// The oldest held re-check, when the queue has room for it: fewer passes running and
+    /// queued than the concurrency. With no pass running there is room whatever the
+    /// queue holds: a parent counted as queued whose pass the controller will never start
+    /// must not stop every re-check.
     fn release(&mut self) -> Option<ParentKey> {
-        if self.running + self.queued.len() >= self.room {
+        if self.running > 0 && self.running + self.queued.len() >= self.room {
             return None;
         }
         let parent = self.held.pop_front()?;
@@ -248,12 +253,14 @@ mod tests {
 
     #[test]
     fn a_new_parent_goes_ahead_of_every_held_recheck() {
-        let mut q = queue(1);
+        let mut q = queue(2);
+        q.send(&parent("running"));
+        q.started(&parent("running"));
         for i in 0..100 {
             q.hold(parent(&format!("old-{i}")));
         }
         q.send(&parent("new"));
-        assert_eq!(q.release(), None, "the new parent's pass takes the room");
+        assert_eq!(q.release(), None, "the new parent's pass takes the room left");
         q.started(&parent("new"));
         q.ended();
         assert_eq!(q.release(), Some(parent("old-0")), "then re-checks go, oldest first");
@@ -281,15 +288,29 @@ mod tests {
     }
 
     #[test]
-    fn a_forgotten_parent_leaves_the_queue_and_the_lane() {
+    fn with_no_pass_running_a_recheck_goes_whatever_the_queue_holds() {
         let mut q = queue(1);
+        q.send(&parent("never-started"));
+        q.hold(parent("old"));
+        assert_eq!(q.release(), Some(parent("old")));
+        q.started(&parent("old"));
+        q.hold(parent("older"));
+        assert_eq!(q.release(), None, "one running fills a room of one");
+    }
+
+    #[test]
+    fn a_forgotten_parent_leaves_the_queue_and_the_lane() {
+        let mut q = queue(2);
+        q.send(&parent("running"));
+        q.started(&parent("running"));
         q.send(&parent("gone"));
         q.hold(parent("held"));
         assert_eq!(q.release(), None);
         q.forget(&parent("gone"), None);
         q.forget(&parent("held"), None);
-        assert_eq!(q.release(), None, "nothing is held");
         assert!(q.queued.is_empty());
+        q.hold(parent("next"));
+        assert_eq!(q.release(), Some(parent("next")), "the forgotten parent holds no place");
     }
 
     #[tokio::test]
