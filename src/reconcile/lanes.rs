@@ -9,6 +9,11 @@
 //!
 //! The priority is strict, as in controller-runtime's priority queue: while new parents
 //! keep the queue full, re-checks wait; they run as soon as it drains.
+//!
+//! A restart sees every parent for the first time; a parent whose status says its spec
+//! was served (`observedGeneration`) is a re-check then. The first wave of a restart
+//! waits in the lane, a few bytes a parent, instead of in the controller's queue, about
+//! 2.5 KiB a parent, and a parent created during it goes first.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -39,12 +44,19 @@ struct Queue {
 }
 
 impl Queue {
-    /// Whether a parent event brings something new: a parent not seen before, a spec
-    /// changed, a deletion begun. Remembers what it saw.
-    fn is_new(&mut self, meta: &ObjectMeta) -> bool {
+    /// Whether a parent event brings something new: a spec changed or a deletion begun
+    /// since the lane last saw the parent, or, the first time it sees one, a spec its
+    /// status does not say was served (`served`, its `observedGeneration`). A restart
+    /// finds every parent for the first time; those already served are re-checks, so
+    /// a new parent does not wait behind them and the controller's queue does not hold
+    /// them all at once. Remembers what it saw.
+    fn is_new(&mut self, meta: &ObjectMeta, served: Option<i64>) -> bool {
         let Some(uid) = &meta.uid else { return true };
         let now = (meta.generation, meta.deletion_timestamp.is_some());
-        self.seen.insert(uid.clone(), now) != Some(now)
+        match self.seen.insert(uid.clone(), now) {
+            Some(before) => before != now,
+            None => now.1 || served.is_none() || served != now.0,
+        }
     }
 
     /// A parent goes to the controller now.
@@ -122,11 +134,11 @@ impl Lanes {
         self.queue.lock().expect("lanes")
     }
 
-    /// Sorts a parent's own event: the parent when it goes to the controller now, None
-    /// when it waits in the re-check lane.
-    pub(super) fn parent_event(&self, parent: ParentKey, meta: &ObjectMeta) -> Option<ParentKey> {
+    /// Sorts a parent's own event, with the generation its status says was served: the
+    /// parent when it goes to the controller now, None when it waits in the re-check lane.
+    pub(super) fn parent_event(&self, parent: ParentKey, meta: &ObjectMeta, served: Option<i64>) -> Option<ParentKey> {
         let mut queue = self.queue();
-        if queue.is_new(meta) {
+        if queue.is_new(meta, served) {
             queue.send(&parent);
             return Some(parent);
         }
@@ -226,14 +238,32 @@ mod tests {
     #[test]
     fn a_parent_is_new_when_first_seen_when_its_spec_changes_and_when_its_deletion_begins() {
         let mut q = queue(2);
-        assert!(q.is_new(&meta("a", 1)));
-        assert!(!q.is_new(&meta("a", 1)), "the same generation again is a re-check");
-        assert!(q.is_new(&meta("a", 2)));
+        assert!(q.is_new(&meta("a", 1), None));
+        assert!(
+            !q.is_new(&meta("a", 1), None),
+            "the same generation again is a re-check"
+        );
+        assert!(q.is_new(&meta("a", 2), Some(1)));
         let mut deleting = meta("a", 2);
         deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
-        assert!(q.is_new(&deleting));
+        assert!(q.is_new(&deleting, Some(2)));
         q.forget(&parent("a"), Some("a"));
-        assert!(q.is_new(&meta("a", 2)), "a forgotten parent is seen afresh");
+        assert!(q.is_new(&meta("a", 2), None), "a forgotten parent is seen afresh");
+    }
+
+    /// After a restart every parent is seen for the first time: one whose status says its
+    /// spec was served is a re-check; one not yet served, or served at another
+    /// generation, or being deleted, goes first.
+    #[test]
+    fn a_parent_first_seen_already_served_is_a_recheck() {
+        let mut q = queue(2);
+        assert!(!q.is_new(&meta("served", 3), Some(3)));
+        assert!(q.is_new(&meta("edited-meanwhile", 4), Some(3)));
+        assert!(q.is_new(&meta("never-served", 1), None));
+        let mut deleting = meta("deleting", 3);
+        deleting.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()));
+        assert!(q.is_new(&deleting, Some(3)));
+        assert!(q.is_new(&meta("served", 4), Some(3)), "then its next spec is new");
     }
 
     #[test]

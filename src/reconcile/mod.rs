@@ -271,7 +271,8 @@ fn parent_events(
         if !echo {
             ctx.requested(&me);
         }
-        futures::future::ready((!echo).then(|| lanes.parent_event(me, &meta)).flatten())
+        let served = ctx.parents.served_generation(&me);
+        futures::future::ready((!echo).then(|| lanes.parent_event(me, &meta, served)).flatten())
     })
 }
 

@@ -31,7 +31,8 @@ pub(super) fn triggers(
 ) -> impl futures::Stream<Item = ParentKey> + Send + 'static {
     let ctx = ctx.clone();
     let gvk = watch.gvk.clone();
-    stream_from(watch.subscribe()).flat_map(move |meta| {
+    // Every parent's first pass reads the store whole: only changes from now on wake one.
+    stream_from(watch.changes()).flat_map(move |meta| {
         let key = ObjectKey::new(
             &gvk,
             meta.namespace.as_deref(),

@@ -3,6 +3,7 @@
 //! text, parsed again when a pass reads the object. A parsed body (serde_json's `Value`
 //! with ordered maps) takes five to ten times the bytes of its text, and a store holds
 //! every object of its kind for as long as the process runs, while a pass reads a few.
+//! `status.observedGeneration` is kept aside, read when a parent is first seen.
 
 use std::borrow::Cow;
 
@@ -10,6 +11,7 @@ use kube::api::{DynamicObject, ObjectMeta};
 use kube::core::{ApiResource, DynamicResourceScope, TypeMeta};
 use kube::runtime::watcher::Event;
 use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 /// One stored object; [`Stored::object`] gives it back whole.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +19,8 @@ pub struct Stored {
     metadata: ObjectMeta,
     /// Everything beside `apiVersion`, `kind` and `metadata`, as JSON text.
     body: Box<str>,
+    /// `status.observedGeneration`: the generation the object's controller last served.
+    served: Option<i64>,
 }
 
 impl Stored {
@@ -27,7 +31,13 @@ impl Stored {
             body: serde_json::to_string(&obj.data)
                 .expect("a JSON value serializes")
                 .into_boxed_str(),
+            served: obj.data.pointer("/status/observedGeneration").and_then(Value::as_i64),
         }
+    }
+
+    /// The generation its `status.observedGeneration` says was served, if it says one.
+    pub fn served_generation(&self) -> Option<i64> {
+        self.served
     }
 
     /// The object whole again, as an object of `resource`.
@@ -125,5 +135,20 @@ mod tests {
         let text = serde_json::to_string(&original).unwrap();
         let read: Stored = serde_json::from_str(&text).unwrap();
         assert_eq!(read, stored);
+        assert_eq!(stored.served_generation(), None, "no observedGeneration in its status");
+    }
+
+    #[test]
+    fn the_served_generation_is_read_from_the_status() {
+        let served = |status: Value| {
+            let o: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "example.com/v1", "kind": "App", "metadata": {"name": "a"}, "status": status,
+            }))
+            .unwrap();
+            Stored::compact(&o).served_generation()
+        };
+        assert_eq!(served(json!({"observedGeneration": 4})), Some(4));
+        assert_eq!(served(json!({"observedGeneration": "4"})), None, "not a number");
+        assert_eq!(served(json!({})), None);
     }
 }

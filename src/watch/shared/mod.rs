@@ -21,7 +21,10 @@ use crate::gvk::Gvk;
 
 /// Receivers of what a watch sees: the metadata of each object that changes, or whole
 /// deleted objects.
-type Subscribers<T> = Mutex<Vec<UnboundedSender<Arc<T>>>>;
+type Subscribers<T> = Mutex<Senders<T>>;
+
+/// The senders to the receivers of one kind of news.
+type Senders<T> = Vec<UnboundedSender<Arc<T>>>;
 
 /// One running watch of a kind.
 pub struct SharedWatch {
@@ -132,6 +135,12 @@ impl SharedWatch {
         version(meta).is_none_or(|v| v <= self.listed_up_to.load(Ordering::Relaxed))
     }
 
+    /// The generation the stored copy of `key` says its controller served
+    /// (`status.observedGeneration`).
+    pub fn served_generation(&self, key: &ObjectRef<DynamicObject>) -> Option<i64> {
+        self.stored(key)?.served_generation()
+    }
+
     /// Whether the store holds the object `key` names.
     pub fn holds(&self, key: &ObjectRef<DynamicObject>) -> bool {
         self.stored(key).is_some()
@@ -151,9 +160,9 @@ impl SharedWatch {
     /// A receiver of the metadata of every object in the store now and of every object
     /// that changes or disappears from now on: what wakes a parent is read from
     /// metadata, and the store is not read whole for it. The sender is registered while
-    /// the store is read, under the lock that publishing takes after storing, so no event
-    /// falls between the two: an object stored meanwhile arrives at most twice, never
-    /// zero times.
+    /// the store is read, under the lock that storing and publishing an event hold, so
+    /// each event falls wholly before the snapshot or wholly after the registration:
+    /// every object arrives, and a list's objects once.
     pub fn subscribe(&self) -> UnboundedReceiver<Arc<ObjectMeta>> {
         self.subscribe_with(|| {})
     }
@@ -168,6 +177,16 @@ impl SharedWatch {
         }
         between();
         subscribers.push(tx);
+        rx
+    }
+
+    /// A receiver of the metadata of every object that changes or disappears from now
+    /// on, without the store's present objects: for a subscriber whose reader looks at
+    /// the whole store anyway when it starts (a definition's children and lookups, read
+    /// by every parent's first pass). A restart then queues nothing per stored object.
+    pub fn changes(&self) -> UnboundedReceiver<Arc<ObjectMeta>> {
+        let (tx, rx) = unbounded_channel();
+        self.subscribers.lock().expect("subscribers lock").push(tx);
         rx
     }
 
@@ -222,8 +241,11 @@ impl SharedWatch {
     }
 
     /// Takes one event of the watch: stores it, clears a failure, keeps the parent index
-    /// in step and tells the subscribers.
+    /// in step and tells the subscribers. Subscribing waits meanwhile, so a subscriber's
+    /// snapshot is taken wholly before an event or wholly after it is published: a
+    /// restart's first list reaches a subscriber once, not from both.
     pub(super) fn observe(&self, event: Event<DynamicObject>) {
+        let mut subscribers = self.subscribers.lock().expect("subscribers lock");
         self.writer
             .lock()
             .expect("writer lock")
@@ -238,8 +260,11 @@ impl SharedWatch {
             self.catch_up.caught_up();
         }
         match event {
-            Event::Apply(o) => send_all(&self.subscribers, &Arc::new(o.metadata)),
-            Event::Delete(o) => self.publish_deletion(o),
+            Event::Apply(o) => send_all(&mut subscribers, &Arc::new(o.metadata)),
+            Event::Delete(o) => {
+                send_all(&mut subscribers, &Arc::new(o.metadata.clone()));
+                self.publish_deletion(Arc::new(o));
+            }
             // The store swaps in a relist's objects only at its end: a subscriber that
             // looked one up before would miss a new object or read an old copy, so they
             // are published then, with what the relist found deleted.
@@ -256,28 +281,36 @@ impl SharedWatch {
                     relist.highest = relist.highest.max(version(&o.metadata).unwrap_or_default());
                     relist.listed.push(self.key(&o));
                 }
-                None => send_all(&self.subscribers, &Arc::new(o.metadata)),
+                None => send_all(&mut subscribers, &Arc::new(o.metadata)),
             },
             Event::InitDone => {
                 self.catch_up.caught_up();
-                let Some(relist) = self.relist.lock().expect("relist lock").take() else {
-                    return;
-                };
-                self.listed_up_to.store(relist.highest, Ordering::Relaxed);
-                for key in &relist.listed {
-                    if let Some(stored) = self.stored(key) {
-                        send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&*stored).clone()));
-                    }
-                }
-                for gone in relist
-                    .before
-                    .iter()
-                    .filter(|o| !self.holds(&self.key_of(kube::Resource::meta(&***o))))
-                {
-                    send_all(&self.subscribers, &Arc::new(kube::Resource::meta(&**gone).clone()));
-                    send_all(&self.deletion_subscribers, &self.whole(gone));
+                let relist = self.relist.lock().expect("relist lock").take();
+                if let Some(relist) = relist {
+                    self.relisted(relist, &mut subscribers);
                 }
             }
+        }
+    }
+
+    /// Publishes what a relist listed once the store holds it, and what it found deleted
+    /// meanwhile. Every listed object is published, changed or not: a relist re-checks
+    /// every parent, as a resync does, in case something was missed while the watch was
+    /// down.
+    fn relisted(&self, relist: Relist, subscribers: &mut Senders<ObjectMeta>) {
+        self.listed_up_to.store(relist.highest, Ordering::Relaxed);
+        for key in &relist.listed {
+            if let Some(stored) = self.stored(key) {
+                send_all(subscribers, &Arc::new(kube::Resource::meta(&*stored).clone()));
+            }
+        }
+        for gone in relist
+            .before
+            .iter()
+            .filter(|o| !self.holds(&self.key_of(kube::Resource::meta(&***o))))
+        {
+            send_all(subscribers, &Arc::new(kube::Resource::meta(&**gone).clone()));
+            self.publish_deletion(self.whole(gone));
         }
     }
 
@@ -337,9 +370,8 @@ impl SharedWatch {
         self.long_named.lock().expect("long names lock").get(uid).cloned()
     }
 
-    fn publish_deletion(&self, obj: DynamicObject) {
-        send_all(&self.subscribers, &Arc::new(obj.metadata.clone()));
-        send_all(&self.deletion_subscribers, &Arc::new(obj));
+    fn publish_deletion(&self, obj: Arc<DynamicObject>) {
+        send_all(&mut self.deletion_subscribers.lock().expect("subscribers lock"), &obj);
     }
 }
 
@@ -350,11 +382,8 @@ fn version(meta: &ObjectMeta) -> Option<u64> {
 }
 
 /// Sends to every subscriber, forgetting those that have gone.
-fn send_all<T>(subscribers: &Subscribers<T>, obj: &Arc<T>) {
-    subscribers
-        .lock()
-        .expect("subscribers lock")
-        .retain(|tx| tx.send(obj.clone()).is_ok());
+fn send_all<T>(subscribers: &mut Senders<T>, obj: &Arc<T>) {
+    subscribers.retain(|tx| tx.send(obj.clone()).is_ok());
 }
 
 #[cfg(test)]

@@ -60,6 +60,20 @@ fn a_relist_publishes_what_the_store_holds_after_it() {
     assert_eq!(gone.metadata.name.as_deref(), Some("deleted"));
 }
 
+/// A subscriber of changes gets none of the objects stored before it subscribed.
+#[test]
+fn changes_leave_out_what_the_store_held_before() {
+    let shared = watch();
+    shared.observe(Event::Apply(configmap("a", "u1")));
+    let mut rx = shared.changes();
+    shared.observe(Event::Apply(configmap("b", "u1")));
+    shared.observe(Event::Delete(configmap("a", "u1")));
+    let names: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok())
+        .map(|o| o.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["b", "a"]);
+}
+
 #[test]
 fn an_object_stored_before_subscribing_is_delivered_from_the_snapshot() {
     let shared = watch();
