@@ -6,6 +6,7 @@
 
 pub mod health;
 pub mod membership;
+mod placer;
 pub mod sharder;
 
 use std::collections::{BTreeSet, HashMap};

@@ -19,21 +19,22 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::Kinds;
+use super::placer::{PLACING, Placer};
 use crate::discovery::{self, Resolved};
 use crate::gvk::Gvk;
 use crate::labels;
 use crate::metrics::{MemberLabel, Metrics};
-use crate::shard::{Leases, MemberState, Move, Placement, Ring, plan};
+use crate::shard::{Leases, MemberState, Ring};
 use crate::tasks::Owned;
 
 /// How the sharder is set up.
@@ -51,6 +52,10 @@ pub struct Settings {
     pub namespaces: Vec<String>,
 }
 
+/// Unassigned parents found and not yet being placed: a burst waits in its watch beyond
+/// these, not in memory.
+const FOUND: usize = 256;
+
 /// A parent without a member, found by a kind's watch.
 struct Found {
     resolved: Arc<Resolved>,
@@ -64,7 +69,8 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
     let mut lease_events = watcher(leases, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
-    let (found_tx, mut found) = mpsc::unbounded_channel::<Found>();
+    let (found_tx, mut found) = mpsc::channel::<Found>(FOUND);
+    let mut placing = FuturesUnordered::new();
     let mut kinds = kinds.subscribe();
     let mut resync = tokio::time::interval(settings.resync);
     let mut state = Following {
@@ -74,8 +80,13 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
         watching: HashMap::new(),
         found_tx,
     };
+    let placer = Arc::new(Placer {
+        client: client.clone(),
+        namespaces: settings.namespaces.clone(),
+    });
     let mut sharder = Sharder {
         client,
+        placer,
         leases: Leases::new(settings.lease_duration),
         settings,
         versions: HashMap::new(),
@@ -92,11 +103,13 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
         };
         let full = tokio::select! {
             Some(event) = lease_events.next() => state.lease_event(&mut sharder, event),
-            Some(Found { resolved, meta }) = found.recv(), if state.synced => {
+            Some(Found { resolved, meta }) = found.recv(), if state.synced && placing.len() < PLACING => {
                 let ring = sharder.leases.ring(Instant::now());
-                sharder.place(&resolved, &meta, &ring).await;
+                let placer = sharder.placer.clone();
+                placing.push(async move { placer.place(&resolved, &meta, &ring).await }.boxed());
                 false
             }
+            Some(_) = placing.next(), if !placing.is_empty() => false,
             changed = kinds.changed() => {
                 if changed.is_err() {
                     return;
@@ -125,7 +138,7 @@ struct Following {
     ready: Vec<String>,
     /// The watch of unassigned parents of each kind, and where they send what they find.
     watching: HashMap<Gvk, Owned<()>>,
-    found_tx: mpsc::UnboundedSender<Found>,
+    found_tx: mpsc::Sender<Found>,
 }
 
 impl Following {
@@ -199,6 +212,7 @@ impl Following {
 
 struct Sharder {
     client: Client,
+    placer: Arc<Placer>,
     settings: Settings,
     leases: Leases,
     /// Each member's Lease resourceVersion, for the precondition of its deletion.
@@ -295,13 +309,8 @@ impl Sharder {
                     continue;
                 }
             };
-            for meta in &list.items {
-                if !self.serves(meta) {
-                    continue;
-                }
-                if let Some(member) = self.place(resolved, meta, ring).await {
-                    *shares.entry(member).or_insert(0) += 1;
-                }
+            for member in self.placer.place_all(resolved, &list.items, ring).await {
+                *shares.entry(member).or_insert(0) += 1;
             }
         }
         for (member, n) in shares {
@@ -317,63 +326,10 @@ impl Sharder {
             _ => None,
         }
     }
-
-    fn serves(&self, meta: &PartialObjectMeta<DynamicObject>) -> bool {
-        let namespaces = &self.settings.namespaces;
-        namespaces.is_empty()
-            || meta
-                .metadata
-                .namespace
-                .as_ref()
-                .is_none_or(|ns| namespaces.contains(ns))
-    }
-
-    /// Moves one parent if the plan says so; returns the member it is (or goes) to.
-    async fn place(&self, resolved: &Resolved, meta: &PartialObjectMeta<DynamicObject>, ring: &Ring) -> Option<String> {
-        if !self.serves(meta) {
-            return None;
-        }
-        let m = &meta.metadata;
-        let uid = m.uid.as_deref()?;
-        let placement = Placement::of(uid, m.labels.as_ref());
-        let mut patch = json!({"metadata": {"resourceVersion": m.resource_version}});
-        match plan(placement, ring) {
-            None => return placement.shard.map(str::to_string),
-            Some(Move::Assign(member)) => {
-                patch["metadata"]["labels"] = json!({labels::SHARD: member, labels::DRAIN: null});
-                // Moved from a member that is gone: its children still carry its name.
-                if let Some(gone) = placement.shard {
-                    patch["metadata"]["annotations"] = json!({labels::MOVED_FROM: gone});
-                }
-            }
-            Some(Move::Drain) => patch["metadata"]["labels"] = json!({labels::DRAIN: "true"}),
-        }
-        let labels = &patch["metadata"]["labels"];
-        let api = discovery::api(&self.client, m.namespace.as_deref(), &resolved.resource);
-        let name = m.name.as_deref()?;
-        match api
-            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => tracing::warn!(parent = name, error = %e, "could not label a parent with its member"),
-        }
-        labels
-            .get(labels::SHARD)
-            .and_then(|v| v.as_str())
-            .or(placement.shard)
-            .map(str::to_string)
-    }
 }
 
 /// Sends every parent of a kind that no member has, in `namespace` or everywhere.
-async fn unassigned(
-    client: Client,
-    resolved: Arc<Resolved>,
-    namespace: Option<String>,
-    found: mpsc::UnboundedSender<Found>,
-) {
+async fn unassigned(client: Client, resolved: Arc<Resolved>, namespace: Option<String>, found: mpsc::Sender<Found>) {
     let api: Api<PartialObjectMeta<DynamicObject>> = match &namespace {
         Some(ns) => Api::namespaced_with(client, ns, &resolved.resource),
         None => Api::all_with(client, &resolved.resource),
@@ -388,6 +344,7 @@ async fn unassigned(
                         resolved: resolved.clone(),
                         meta,
                     })
+                    .await
                     .is_err()
                 {
                     return;
