@@ -322,6 +322,9 @@ struct Bench {
 /// B1-B7's namespace.
 const NS: &str = "bench";
 
+/// Another team's namespace: B2 is sampled there too while B1's burst runs in [`NS`].
+const TENANT_NS: &str = "bench-tenant";
+
 impl Bench {
     /// Sizes from the environment, the App definition written, the rig cleared.
     async fn start() -> Bench {
@@ -337,6 +340,7 @@ impl Bench {
         std::fs::write(defs.join("apps.yaml"), definition(resync, replicas)).unwrap();
         let kubeconfig = service_account_kubeconfig(&client, "stencil", stencil_rbac(&defs), dir.path()).await;
         namespace(&client, NS).await;
+        namespace(&client, TENANT_NS).await;
         let log = root().join("target/bench/stencil.log");
         std::fs::create_dir_all(log.parent().unwrap()).unwrap();
         Bench {
@@ -412,14 +416,18 @@ impl Bench {
         let mut observer = Observer::start(&self.client, NS, APPS).await;
         let cpu_before = stencil.cpu_seconds();
         let started = Instant::now();
-        let ((), busy_latency) = tokio::join!(
+        let ((), busy_latency, tenant_latency) = tokio::join!(
             create_parents(api, &names, APPS),
-            latency(&self.client, NS, self.samples, "busy", APPS)
+            latency(&self.client, NS, self.samples, "busy", APPS),
+            latency(&self.client, TENANT_NS, self.samples, "tenant", APPS)
         );
         record_latency(results, ["b2_busy_p50_ms", "b2_busy_p99_ms"], &busy_latency);
+        record_latency(results, ["b2_tenant_p50_ms", "b2_tenant_p99_ms"], &tenant_latency);
         let p50 = |key: &str| results.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        let over_idle = p50("b2_busy_p50_ms") / p50("b2_idle_p50_ms");
-        results.insert("b2_busy_over_idle", json!(over_idle));
+        let idle = p50("b2_idle_p50_ms");
+        let over_idle = [p50("b2_busy_p50_ms") / idle, p50("b2_tenant_p50_ms") / idle];
+        results.insert("b2_busy_over_idle", json!(over_idle[0]));
+        results.insert("b2_tenant_over_idle", json!(over_idle[1]));
         // From the first create, as the plain client's time is.
         let converge = observer.converged(n, 3 * n, Duration::from_secs(3600)).await - started;
         drop(observer);
@@ -433,6 +441,7 @@ impl Bench {
         );
         results.insert("b4_peak_mib", json!(peak as f64 / 1024.0));
         results.insert("b5_cpu_s_per_1k", json!(cpu * 1000.0 / n as f64));
+        clear(&self.client, &apps(&self.client, TENANT_NS, APPS), TENANT_NS).await;
         converge
     }
 

@@ -147,6 +147,13 @@ fn latency(r: &Figures) -> Vec<Row> {
             "<= 2x",
         ),
         (
+            "B2 in another namespace during B1, over Stencil's idle p50",
+            format!("{} ({:.2}x)", r.ms("b2_tenant"), r.f("b2_tenant_over_idle")),
+            String::new(),
+            String::new(),
+            "<= 2x",
+        ),
+        (
             "B2 while N parents are re-checked (a lookup they read touched every 2 s)",
             format!(
                 "{} against {} idle ({:.2}x; N = {}, {:.0} passes a second)",

@@ -1,8 +1,9 @@
 //! The controller of one definition: a thin shell around the pure renderer. kube's
 //! controller calls [`reconcile`] for each parent; it counts the pass and runs it as a
 //! [`pass::Pass`] (gate, render, finalizer, apply, prune, status), and [`error_policy`]
-//! retries a failed one with backoff. New parents and changed specs reach kube's queue
-//! at once; re-checks and resyncs wait in [`lanes`] while it is full.
+//! retries a failed one with backoff. Every event that calls for a pass waits in
+//! [`lanes`] until kube's queue has room: new parents and changed specs first, namespaces
+//! in turn, then re-checks and resyncs.
 
 mod apply;
 mod collect;
@@ -46,7 +47,6 @@ use kube::runtime::controller::{Action, Config, Controller};
 use crate::metrics;
 use crate::watch::Stored;
 use context::describe_object;
-use kube::runtime::reflector::ObjectRef;
 use lanes::Lanes;
 use ledger::Verdict;
 use resync::Resyncs;
@@ -205,24 +205,15 @@ pub async fn run(
     let collector = tokio::spawn(collect_deleted(ctx.clone(), lanes.clone(), resyncs.clone()));
     let resource = ctx.parents.resolved.resource.clone();
     let stored = move |r: ledger::ParentKey| r.into_kind_unchecked::<Stored>(resource.clone());
-    let mut controller = Controller::for_stream_with(
+    let feed = tokio::spawn(feed(ctx.clone(), lanes.clone()));
+    let controller = Controller::for_stream_with(
         futures::stream::pending(),
         ctx.parents.reader(),
         ctx.parents.resolved.resource.clone(),
     )
     .with_config(Config::default().concurrency(concurrency))
     .graceful_shutdown_on(stop)
-    .reconcile_on(parent_events(&ctx, &lanes).map(stored.clone()))
-    .reconcile_on(lanes.clone().released().map(stored.clone()));
-    for w in &ctx.children {
-        controller = controller.reconcile_on(held(triggers(&ctx, w, Role::Child), &lanes));
-    }
-    for w in &ctx.lookups {
-        controller = controller.reconcile_on(held(triggers(&ctx, w, Role::Lookup), &lanes));
-    }
-    if let Some(nudges) = ctx.take_nudges() {
-        controller = controller.reconcile_on(held(nudges, &lanes));
-    }
+    .reconcile_on(lanes.clone().released().map(stored));
     let name = ctx.def.name.clone();
     let gone = lanes.clone();
     controller
@@ -254,40 +245,38 @@ pub async fn run(
             futures::future::ready(())
         })
         .await;
+    feed.abort();
     collector.abort();
     timer.abort();
 }
 
-/// The parent's own events, less the echoes of Stencil's writes: a new parent or a
-/// changed spec goes to the controller, the rest to the re-check lane.
-fn parent_events(
-    ctx: &Arc<Context>,
-    lanes: &Arc<Lanes>,
-) -> impl futures::Stream<Item = ledger::ParentKey> + Send + 'static {
-    let (ctx, lanes) = (ctx.clone(), lanes.clone());
-    stream_from(ctx.parents.subscribe()).filter_map(move |meta| {
+/// Sorts every event that may call for a pass into the lanes: the parents' own (less
+/// the echoes of Stencil's writes), their children's and lookups' events, and nudges.
+async fn feed(ctx: Arc<Context>, lanes: Arc<Lanes>) {
+    let mut rechecks = futures::stream::SelectAll::new();
+    for w in &ctx.children {
+        rechecks.push(triggers(&ctx, w, Role::Child).boxed());
+    }
+    for w in &ctx.lookups {
+        rechecks.push(triggers(&ctx, w, Role::Lookup).boxed());
+    }
+    if let Some(nudges) = ctx.take_nudges() {
+        rechecks.push(nudges.boxed());
+    }
+    let parents = stream_from(ctx.parents.subscribe()).for_each(|meta| {
         let me = ctx.parents.key_of(&meta);
-        let echo = ctx.is_echo(&me, &meta);
-        if !echo {
+        if !ctx.is_echo(&me, &meta) {
             ctx.requested(&me);
+            let served = ctx.parents.served_generation(&me);
+            lanes.parent_event(me, &meta, served);
         }
-        let served = ctx.parents.served_generation(&me);
-        futures::future::ready((!echo).then(|| lanes.parent_event(me, &meta, served)).flatten())
-    })
-}
-
-/// A stream of re-checks, held in the lane until kube's queue has room; it yields nothing
-/// itself (the lane's released stream does).
-fn held<S, K>(rechecks: S, lanes: &Arc<Lanes>) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static
-where
-    S: futures::Stream<Item = ledger::ParentKey> + Send + 'static,
-    K: kube::Resource + 'static,
-{
-    let lanes = lanes.clone();
-    rechecks.filter_map(move |parent| {
+        futures::future::ready(())
+    });
+    let rechecks = rechecks.for_each(|parent| {
         lanes.recheck(parent);
-        futures::future::ready(None)
-    })
+        futures::future::ready(())
+    });
+    futures::join!(parents, rechecks);
 }
 
 #[cfg(test)]

@@ -1,0 +1,146 @@
+//! Parents waiting in a lane, namespace by namespace: first-come within a namespace, and
+//! the namespaces served in turn, one parent each. A burst of parents in one namespace
+//! then delays another namespace's parent by one pass, not by the whole burst: the
+//! fairness the API server's priority and fairness gives its clients, by namespace.
+//! Cluster-scoped parents share one turn.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::ParentKey;
+
+/// Parents waiting, in namespace turns; each parent waits once.
+#[derive(Default)]
+pub(super) struct Turns {
+    /// Each namespace's parents, oldest first.
+    waiting: HashMap<Option<String>, VecDeque<ParentKey>>,
+    /// The namespaces with a parent waiting, the next one's turn first.
+    order: VecDeque<Option<String>>,
+    /// The parents still waiting: one removed keeps its place in `waiting` until its
+    /// turn comes and is skipped then, so a removal costs no search.
+    wanted: HashSet<ParentKey>,
+}
+
+impl Turns {
+    /// Adds a parent at the end of its namespace's line, unless it waits already.
+    pub(super) fn push(&mut self, parent: ParentKey) {
+        if !self.wanted.insert(parent.clone()) {
+            return;
+        }
+        match self.waiting.entry(parent.namespace.clone()) {
+            Entry::Occupied(mut line) => line.get_mut().push_back(parent),
+            Entry::Vacant(line) => {
+                self.order.push_back(line.key().clone());
+                line.insert(VecDeque::from([parent]));
+            }
+        }
+    }
+
+    /// Whether `parent` waits.
+    pub(super) fn contains(&self, parent: &ParentKey) -> bool {
+        self.wanted.contains(parent)
+    }
+
+    /// Takes `parent` out; true when it waited.
+    pub(super) fn remove(&mut self, parent: &ParentKey) -> bool {
+        self.wanted.remove(parent)
+    }
+
+    /// Whether no parent waits.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.wanted.is_empty()
+    }
+
+    /// The oldest parent of the namespace whose turn it is; that namespace's next turn
+    /// comes after every other namespace's.
+    pub(super) fn pop(&mut self) -> Option<ParentKey> {
+        while let Some(namespace) = self.order.pop_front() {
+            let Entry::Occupied(mut line) = self.waiting.entry(namespace) else {
+                continue;
+            };
+            while let Some(parent) = line.get_mut().pop_front() {
+                if self.wanted.remove(&parent) {
+                    if line.get().is_empty() {
+                        line.remove();
+                    } else {
+                        self.order.push_back(line.key().clone());
+                    }
+                    return Some(parent);
+                }
+            }
+            line.remove();
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, DynamicObject};
+    use kube::runtime::reflector::ObjectRef;
+
+    fn parent(namespace: Option<&str>, name: &str) -> ParentKey {
+        let ar = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let r = ObjectRef::<DynamicObject>::new_with(name, ar);
+        match namespace {
+            Some(ns) => r.within(ns),
+            None => r,
+        }
+    }
+
+    fn drain(turns: &mut Turns) -> Vec<String> {
+        std::iter::from_fn(|| turns.pop()).map(|p| p.name).collect()
+    }
+
+    #[test]
+    fn a_burst_in_one_namespace_lets_another_namespace_in_after_one_parent() {
+        let mut turns = Turns::default();
+        for i in 0..100 {
+            turns.push(parent(Some("burst"), &format!("b{i}")));
+        }
+        assert_eq!(turns.pop().map(|p| p.name), Some("b0".into()));
+        turns.push(parent(Some("quiet"), "q0"));
+        turns.push(parent(None, "cluster"));
+        assert_eq!(
+            drain(&mut turns)[..5],
+            ["b1", "q0", "cluster", "b2", "b3"],
+            "the newcomers' turns come after the burst's next parent, then the burst goes on"
+        );
+    }
+
+    #[test]
+    fn within_a_namespace_parents_go_first_come() {
+        let mut turns = Turns::default();
+        for name in ["a", "b", "c"] {
+            turns.push(parent(Some("ns"), name));
+        }
+        turns.push(parent(Some("other"), "x"));
+        turns.push(parent(Some("other"), "y"));
+        assert_eq!(drain(&mut turns), ["a", "x", "b", "y", "c"]);
+        assert!(turns.is_empty());
+    }
+
+    #[test]
+    fn a_parent_waits_once_and_a_removed_one_is_skipped() {
+        let mut turns = Turns::default();
+        turns.push(parent(Some("ns"), "a"));
+        turns.push(parent(Some("ns"), "b"));
+        turns.push(parent(Some("ns"), "a"));
+        assert!(turns.remove(&parent(Some("ns"), "a")));
+        assert!(!turns.contains(&parent(Some("ns"), "a")));
+        assert_eq!(drain(&mut turns), ["b"], "a waited once and was removed");
+    }
+
+    #[test]
+    fn a_parent_removed_and_added_again_goes_once_from_its_first_place() {
+        let mut turns = Turns::default();
+        turns.push(parent(Some("ns"), "a"));
+        turns.push(parent(Some("ns"), "b"));
+        turns.remove(&parent(Some("ns"), "a"));
+        turns.push(parent(Some("ns"), "a"));
+        assert_eq!(drain(&mut turns), ["a", "b"]);
+        assert!(turns.pop().is_none(), "its second place is skipped");
+    }
+}
