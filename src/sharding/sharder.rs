@@ -7,10 +7,10 @@
 //! - when the ready members change, and every resync period, the metadata of every
 //!   parent is listed from the API server's watch cache to drain parents from the
 //!   member that no longer owns them and move those of members that are gone;
-//! - a member whose Lease went unrenewed for a Lease duration (by this process's clock)
-//!   has its Lease deleted under a resourceVersion precondition: a member that renewed
-//!   meanwhile keeps it, and one that did not can never renew it again. Only then are its
-//!   parents moved.
+//! - a member whose Lease went unrenewed for a Lease duration (by this process's clock,
+//!   once every renewal already received is taken in) has its Lease deleted under a
+//!   resourceVersion precondition: a member that renewed meanwhile keeps it, and one
+//!   that did not can never renew it again. Only then are its parents moved.
 //!
 //! Every label change carries the parent's resourceVersion: it applies to the placement
 //! the plan was made from, or not at all (the next event or list plans again).
@@ -122,6 +122,9 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
             _ = resync.tick() => true,
             () = expiry => false,
         };
+        // A long sync holds this loop up: the renewals received meanwhile are taken in
+        // before any member is judged, or members that renewed would look expired.
+        let full = full | state.received_lease_events(&mut sharder, &mut lease_events);
         if state.synced {
             let kinds_now = kinds.borrow().clone();
             state.settle(&mut sharder, full, &kinds_now).await;
@@ -177,6 +180,19 @@ impl Following {
             Err(e) => tracing::debug!(error = %e, "watching the membership Leases"),
         }
         false
+    }
+
+    /// Takes every membership Lease event already received, without waiting; returns
+    /// whether every parent is to be looked at.
+    fn received_lease_events<S>(&mut self, sharder: &mut Sharder, events: &mut S) -> bool
+    where
+        S: futures::Stream<Item = Result<Event<Lease>, watcher::Error>> + Unpin,
+    {
+        let mut full = false;
+        while let Some(Some(event)) = events.next().now_or_never() {
+            full |= self.lease_event(sharder, event);
+        }
+        full
     }
 
     /// After a wake-up: fences out expired members and, when the ring changed or `full`
