@@ -19,7 +19,14 @@ pub(super) struct Turns {
     /// The parents still waiting: one removed keeps its place in `waiting` until its
     /// turn comes and is skipped then, so a removal costs no search.
     wanted: HashSet<ParentKey>,
+    /// The places in `waiting`, kept or skipped-to-be: past twice `wanted` (and
+    /// [`SLACK`]) the lines drop their skipped places, so parents held and removed
+    /// again and again while the lane does not drain cost a bounded amount.
+    places: usize,
 }
+
+/// Skipped places tolerated before the lines are compacted, so a small lane never is.
+const SLACK: usize = 64;
 
 impl Turns {
     /// Adds a parent at the end of its namespace's line, unless it waits already.
@@ -27,6 +34,7 @@ impl Turns {
         if !self.wanted.insert(parent.clone()) {
             return;
         }
+        self.places += 1;
         match self.waiting.entry(parent.namespace.clone()) {
             Entry::Occupied(mut line) => line.get_mut().push_back(parent),
             Entry::Vacant(line) => {
@@ -41,9 +49,23 @@ impl Turns {
         self.wanted.contains(parent)
     }
 
-    /// Takes `parent` out; true when it waited.
-    pub(super) fn remove(&mut self, parent: &ParentKey) -> bool {
-        self.wanted.remove(parent)
+    /// Takes `parent` out.
+    pub(super) fn remove(&mut self, parent: &ParentKey) {
+        self.wanted.remove(parent);
+        if self.places > 2 * self.wanted.len() + SLACK {
+            self.compact();
+        }
+    }
+
+    /// Drops the skipped places; a parent removed and added again keeps its first place.
+    fn compact(&mut self) {
+        let mut kept = HashSet::with_capacity(self.wanted.len());
+        for line in self.waiting.values_mut() {
+            line.retain(|parent| self.wanted.contains(parent) && kept.insert(parent.clone()));
+        }
+        self.waiting.retain(|_, line| !line.is_empty());
+        self.order.retain(|namespace| self.waiting.contains_key(namespace));
+        self.places = kept.len();
     }
 
     /// Whether no parent waits.
@@ -60,6 +82,7 @@ impl Turns {
                 continue;
             };
             while let Some(parent) = line.get_mut().pop_front() {
+                self.places -= 1;
                 if self.wanted.remove(&parent) {
                     if line.get().is_empty() {
                         line.remove();
@@ -128,7 +151,7 @@ mod tests {
         turns.push(parent(Some("ns"), "a"));
         turns.push(parent(Some("ns"), "b"));
         turns.push(parent(Some("ns"), "a"));
-        assert!(turns.remove(&parent(Some("ns"), "a")));
+        turns.remove(&parent(Some("ns"), "a"));
         assert!(!turns.contains(&parent(Some("ns"), "a")));
         assert_eq!(drain(&mut turns), ["b"], "a waited once and was removed");
     }
@@ -142,5 +165,25 @@ mod tests {
         turns.push(parent(Some("ns"), "a"));
         assert_eq!(drain(&mut turns), ["a", "b"]);
         assert!(turns.pop().is_none(), "its second place is skipped");
+    }
+
+    #[test]
+    fn parents_removed_again_and_again_leave_no_trail_and_the_rest_keep_their_order() {
+        let mut turns = Turns::default();
+        turns.push(parent(Some("burst"), "first"));
+        turns.push(parent(Some("quiet"), "q"));
+        for round in 0..1000 {
+            let churn = parent(Some("burst"), &format!("c{}", round % 10));
+            turns.push(churn.clone());
+            turns.remove(&churn);
+        }
+        turns.push(parent(Some("burst"), "last"));
+        assert!(
+            turns.places <= 2 * 3 + SLACK,
+            "{} places kept for 3 parents",
+            turns.places
+        );
+        assert_eq!(drain(&mut turns), ["first", "q", "last"]);
+        assert_eq!(turns.places, 0);
     }
 }
