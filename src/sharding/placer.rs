@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use kube::Client;
-use kube::api::{DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{DynamicObject, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 use serde_json::json;
 
 use crate::discovery::{self, Resolved};
@@ -25,7 +25,7 @@ pub(super) struct Placer {
 
 impl Placer {
     /// Whether a parent is in a namespace served.
-    pub(super) fn serves(&self, meta: &PartialObjectMeta<DynamicObject>) -> bool {
+    fn serves(&self, meta: &PartialObjectMeta<DynamicObject>) -> bool {
         self.namespaces.is_empty()
             || meta
                 .metadata
@@ -99,5 +99,64 @@ impl Placer {
                 None => return members,
             }
         }
+    }
+}
+
+/// A parent's metadata cut to what placing reads: its name, namespace, uid,
+/// resourceVersion and labels. Its managedFields and annotations, most of its size, go.
+pub(super) fn placing_view(meta: PartialObjectMeta<DynamicObject>) -> PartialObjectMeta<DynamicObject> {
+    let m = meta.metadata;
+    PartialObjectMeta {
+        metadata: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            labels: m.labels,
+            ..ObjectMeta::default()
+        },
+        ..meta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::Leases;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use std::collections::BTreeMap;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_placing_view_keeps_what_the_plan_reads_and_drops_the_rest() {
+        let labels = BTreeMap::from([(labels::SHARD.to_string(), "a".to_string())]);
+        let meta = PartialObjectMeta::<DynamicObject> {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("ns".into()),
+                uid: Some("u1".into()),
+                resource_version: Some("42".into()),
+                labels: Some(labels),
+                annotations: Some(BTreeMap::from([("a".into(), "b".repeat(1000))])),
+                managed_fields: Some(vec![ManagedFieldsEntry::default(); 3]),
+                ..ObjectMeta::default()
+            },
+            types: None,
+            _phantom: std::marker::PhantomData,
+        };
+        let mut leases = Leases::new(Duration::from_secs(15));
+        leases.observe("a", Some("a"), "t0", Instant::now());
+        leases.observe("b", Some("b"), "t0", Instant::now());
+        let ring = leases.ring(Instant::now());
+        let whole = plan(Placement::of("u1", meta.metadata.labels.as_ref()), &ring);
+        let view = placing_view(meta.clone());
+        let cut = plan(Placement::of("u1", view.metadata.labels.as_ref()), &ring);
+        assert_eq!(whole, cut, "the same plan from the view");
+        let m = &view.metadata;
+        assert_eq!(
+            (m.name.as_deref(), m.namespace.as_deref(), m.resource_version.as_deref()),
+            (Some("p"), Some("ns"), Some("42"))
+        );
+        assert!(m.managed_fields.is_none() && m.annotations.is_none());
     }
 }

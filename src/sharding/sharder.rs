@@ -5,8 +5,9 @@
 //!   selects only those (`!stencil.dev/shard`), so its cost does not grow with the
 //!   parents already assigned;
 //! - when the ready members change, and every resync period, the metadata of every
-//!   parent is listed from the API server's watch cache to drain parents from the
-//!   member that no longer owns them and move those of members that are gone;
+//!   parent is listed, a page at a time and cut to what placing reads, to drain
+//!   parents from the member that no longer owns them and move those of members that
+//!   are gone;
 //! - a member whose Lease went unrenewed for a Lease duration (by this process's clock,
 //!   once every renewal already received is taken in) has its Lease deleted under a
 //!   resourceVersion precondition: a member that renewed meanwhile keeps it, and one
@@ -29,7 +30,7 @@ use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::mpsc;
 
 use super::Kinds;
-use super::placer::{PLACING, Placer};
+use super::placer::{PLACING, Placer, placing_view};
 use crate::discovery::{self, Resolved};
 use crate::gvk::Gvk;
 use crate::labels;
@@ -55,6 +56,10 @@ pub struct Settings {
 /// Unassigned parents found and not yet being placed: a burst waits in its watch beyond
 /// these, not in memory.
 const FOUND: usize = 256;
+
+/// Parents listed per page by a sync: it holds one page of whole metadata (managedFields
+/// included) at a time, not every parent's.
+const PAGE: u32 = 500;
 
 /// A parent without a member, found by a kind's watch.
 struct Found {
@@ -317,20 +322,36 @@ impl Sharder {
     async fn sync(&self, ring: &Ring) {
         let mut shares: BTreeMap<String, i64> = ring.ready().map(|m| (m.to_string(), 0)).collect();
         for resolved in self.resolved.values() {
-            let api = discovery::api(&self.client, self.scope(resolved), &resolved.resource);
-            let list = match api.list_metadata(&ListParams::default().match_any()).await {
-                Ok(list) => list,
+            let parents = match self.list_parents(resolved).await {
+                Ok(parents) => parents,
                 Err(e) => {
                     tracing::warn!(kind = %resolved.resource.kind, error = %e, "cannot list the parents to assign");
                     continue;
                 }
             };
-            for member in self.placer.place_all(resolved, &list.items, ring).await {
+            for member in self.placer.place_all(resolved, &parents, ring).await {
                 *shares.entry(member).or_insert(0) += 1;
             }
         }
         for (member, n) in shares {
             self.metrics.shard_parents.get_or_create(&MemberLabel { member }).set(n);
+        }
+    }
+
+    /// Every parent of a kind, listed [`PAGE`] at a time, each cut to what placing reads
+    /// ([`placing_view`]). The whole list is read before any is placed, so a sync that
+    /// moves many parents never outlives its continue token.
+    async fn list_parents(&self, resolved: &Resolved) -> Result<Vec<PartialObjectMeta<DynamicObject>>, kube::Error> {
+        let api = discovery::api(&self.client, self.scope(resolved), &resolved.resource);
+        let mut params = ListParams::default().limit(PAGE);
+        let mut parents = Vec::new();
+        loop {
+            let page = api.list_metadata(&params).await?;
+            parents.extend(page.items.into_iter().map(placing_view));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => return Ok(parents),
+            }
         }
     }
 
