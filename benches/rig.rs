@@ -402,7 +402,8 @@ impl Bench {
     }
 
     /// B1 convergence of N parents, with B4/B5 sampled; B2 is sampled again while the
-    /// creates run, its parents being part of the N.
+    /// creates run: in B1's namespace (its parents part of the N), in another, and on
+    /// the floor beside Stencil.
     async fn converge(
         &self,
         stencil: &Controller,
@@ -413,16 +414,19 @@ impl Bench {
         let n = self.n;
         clear(&self.client, api, NS).await;
         let names = bulk_names(n, self.samples);
+        let beside = floor::Beside::start(&self.client, (self.samples, self.replicas), results).await;
         let mut observer = Observer::start(&self.client, NS, APPS).await;
         let cpu_before = stencil.cpu_seconds();
         let started = Instant::now();
-        let ((), busy_latency, tenant_latency) = tokio::join!(
+        let ((), busy_latency, tenant_latency, beside_latency) = tokio::join!(
             create_parents(api, &names, APPS),
             latency(&self.client, NS, self.samples, "busy", APPS),
-            latency(&self.client, TENANT_NS, self.samples, "tenant", APPS)
+            latency(&self.client, TENANT_NS, self.samples, "tenant", APPS),
+            beside.sample("busy")
         );
         record_latency(results, ["b2_busy_p50_ms", "b2_busy_p99_ms"], &busy_latency);
         record_latency(results, ["b2_tenant_p50_ms", "b2_tenant_p99_ms"], &tenant_latency);
+        beside.stop(&beside_latency, results).await;
         let p50 = |key: &str| results.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
         let idle = p50("b2_idle_p50_ms");
         let over_idle = [p50("b2_busy_p50_ms") / idle, p50("b2_tenant_p50_ms") / idle];

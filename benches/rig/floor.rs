@@ -3,29 +3,47 @@
 //! references as Stencil sets them. The same create→children measurement against it, in
 //! the same run, is the least the rig allows; Stencil's B2 reads as a ratio to it, idle
 //! and while N parents arrive at once.
+//!
+//! [`Beside`] runs the same client beside a running Stencil, on a kind Stencil does not
+//! serve, so B2 in another namespace during B1's burst reads against what the API
+//! server gives a plain client at that moment.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{
-    APPS, PLAIN_CONCURRENCY, apps, bulk_names, clear, count_children, create_parents, latency, namespace,
-    record_latency, until,
+    APPS, PLAIN_CONCURRENCY, Parents, apply_all, apps, bulk_names, clear, count_children, create_parents, latency,
+    namespace, record_latency, until,
 };
 
 const NS: &str = "bench-floor";
 
-/// The three children of `parent`, as the bench definition renders them, each owned by it.
-fn children(parent: &DynamicObject, replicas: u64) -> [(&'static str, Value); 3] {
+/// The parents of the floor beside Stencil: a kind of its own, which Stencil does not serve.
+const FLOORS: Parents = Parents {
+    group: "floor.bench.stencil.dev",
+    version: "v1",
+    kind: "Floor",
+    plural: "floors",
+};
+
+/// The namespace of the floor beside Stencil.
+const BESIDE_NS: &str = "bench-floor-beside";
+
+/// The three children of `parent`, a `kind`, as the bench definition renders them, each
+/// owned by it.
+fn children(parent: &DynamicObject, kind: Parents, replicas: u64) -> [(&'static str, Value); 3] {
     let name = parent.name_any();
     let meta = json!({"name": name, "labels": {"app.kubernetes.io/managed-by": "bench-floor"},
-        "ownerReferences": [{"apiVersion": format!("{}/{}", APPS.group, APPS.version), "kind": APPS.kind,
+        "ownerReferences": [{"apiVersion": format!("{}/{}", kind.group, kind.version), "kind": kind.kind,
             "name": name, "uid": parent.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true}]});
     [
         (
@@ -47,9 +65,9 @@ fn children(parent: &DynamicObject, replicas: u64) -> [(&'static str, Value); 3]
     ]
 }
 
-/// Creates `parent`'s children; one that exists already (a relist) is left as it is.
-async fn create_children(client: Client, parent: DynamicObject, replicas: u64) {
-    for (plural, child) in children(&parent, replicas) {
+/// Creates `parent`'s children in `ns`; one that exists already (a relist) is left as it is.
+async fn create_children(client: Client, (ns, kind): (&str, Parents), parent: DynamicObject, replicas: u64) {
+    for (plural, child) in children(&parent, kind, replicas) {
         let (group, version) = match child["apiVersion"].as_str().unwrap_or_default().split_once('/') {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), "v1".to_string()),
@@ -59,7 +77,7 @@ async fn create_children(client: Client, parent: DynamicObject, replicas: u64) {
             &kube::core::GroupVersionKind::gvk(&group, &version, &kind),
             plural,
         );
-        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
         let object: DynamicObject = serde_json::from_value(child).expect("a child");
         match api.create(&PostParams::default(), &object).await {
             Ok(_) => {}
@@ -69,17 +87,84 @@ async fn create_children(client: Client, parent: DynamicObject, replicas: u64) {
     }
 }
 
-/// Watches the parents of the floor's namespace and creates each new one's children.
-async fn serve(client: Client, replicas: u64) {
+/// Watches the `kind` parents of `ns` and creates each new one's children.
+async fn serve(client: Client, (ns, kind): (&'static str, Parents), replicas: u64) {
     let mut seen = HashSet::new();
-    watcher(apps(&client, NS, APPS), watcher::Config::default())
+    watcher(apps(&client, ns, kind), watcher::Config::default())
         .applied_objects()
         .filter_map(|parent| std::future::ready(parent.ok()))
         .filter(move |parent| std::future::ready(seen.insert(parent.uid().unwrap_or_default())))
         .for_each_concurrent(PLAIN_CONCURRENCY, |parent| {
-            create_children(client.clone(), parent, replicas)
+            create_children(client.clone(), (ns, kind), parent, replicas)
         })
         .await;
+}
+
+/// The floor serving [`FLOORS`] in [`BESIDE_NS`] while Stencil runs.
+pub(super) struct Beside {
+    client: Client,
+    samples: usize,
+    task: JoinHandle<()>,
+}
+
+impl Beside {
+    /// Installs the floor's kind, starts serving it and records its idle B2.
+    pub(super) async fn start(
+        client: &Client,
+        (samples, replicas): (usize, u64),
+        results: &mut BTreeMap<&'static str, Value>,
+    ) -> Beside {
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{}.{}", FLOORS.plural, FLOORS.group)},
+            "spec": {"group": FLOORS.group, "scope": "Namespaced",
+                "names": {"kind": FLOORS.kind, "plural": FLOORS.plural, "singular": "floor", "listKind": "FloorList"},
+                "versions": [{"name": FLOORS.version, "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        apply_all(client, vec![crd]).await;
+        namespace(client, BESIDE_NS).await;
+        let api = apps(client, BESIDE_NS, FLOORS);
+        until("the Floor kind to be served", Duration::from_secs(60), || async {
+            api.list(&ListParams::default().limit(1)).await.is_ok()
+        })
+        .await;
+        let beside = Beside {
+            client: client.clone(),
+            samples,
+            task: tokio::spawn(serve(client.clone(), (BESIDE_NS, FLOORS), replicas)),
+        };
+        let idle = beside.sample("idle").await;
+        record_latency(results, ["b2_beside_idle_p50_ms", "b2_beside_idle_p99_ms"], &idle);
+        beside
+    }
+
+    /// B2 against the floor, its sample names starting with `prefix`.
+    pub(super) async fn sample(&self, prefix: &str) -> Vec<Duration> {
+        latency(&self.client, BESIDE_NS, self.samples, prefix, FLOORS).await
+    }
+
+    /// Records the floor's B2 during the burst (`busy`) and Stencil's other namespace
+    /// against it, and stops.
+    pub(super) async fn stop(self, busy: &[Duration], results: &mut BTreeMap<&'static str, Value>) {
+        self.task.abort();
+        record_latency(results, ["b2_beside_p50_ms", "b2_beside_p99_ms"], busy);
+        for (ratio, over, under) in [
+            ("b2_beside_over_idle", "b2_beside_p50_ms", "b2_beside_idle_p50_ms"),
+            ("b2_tenant_over_beside", "b2_tenant_p50_ms", "b2_beside_p50_ms"),
+        ] {
+            insert_ratio(results, ratio, over, under);
+        }
+        let _ = Api::<Namespace>::all(self.client)
+            .delete(BESIDE_NS, &DeleteParams::default())
+            .await;
+    }
+}
+
+/// `over / under` as `ratio`, when both were measured.
+fn insert_ratio(results: &mut BTreeMap<&'static str, Value>, ratio: &'static str, over: &str, under: &str) {
+    let value = |key: &str| results.get(key).and_then(Value::as_f64);
+    if let (Some(o), Some(u)) = (value(over), value(under)) {
+        results.insert(ratio, json!(o / u));
+    }
 }
 
 /// B2 against the floor, idle and during the creation of N parents; the ratios use
@@ -90,7 +175,7 @@ pub(super) async fn run(
     results: &mut BTreeMap<&'static str, Value>,
 ) {
     namespace(client, NS).await;
-    let floor = tokio::spawn(serve(client.clone(), replicas));
+    let floor = tokio::spawn(serve(client.clone(), (NS, APPS), replicas));
     let api = apps(client, NS, APPS);
     let idle = latency(client, NS, samples, "lat", APPS).await;
     record_latency(results, ["b2_floor_idle_p50_ms", "b2_floor_idle_p99_ms"], &idle);
@@ -110,10 +195,7 @@ pub(super) async fn run(
         ("b2_idle_ratio", "b2_idle_p50_ms", "b2_floor_idle_p50_ms"),
         ("b2_busy_ratio", "b2_busy_p50_ms", "b2_floor_busy_p50_ms"),
     ] {
-        let value = |key: &str| results.get(key).and_then(Value::as_f64);
-        if let (Some(s), Some(f)) = (value(stencil), value(floor)) {
-            results.insert(ratio, json!(s / f));
-        }
+        insert_ratio(results, ratio, stencil, floor);
     }
     let _ = Api::<Namespace>::all(client.clone())
         .delete(NS, &DeleteParams::default())

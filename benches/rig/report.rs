@@ -154,6 +154,18 @@ fn latency(r: &Figures) -> Vec<Row> {
             "<= 2x",
         ),
         (
+            "B2 in another namespace during B1, over the floor beside Stencil",
+            format!("{:.2}x", r.f("b2_tenant_over_beside")),
+            format!(
+                "{} ({:.2}x its idle {})",
+                r.ms("b2_beside"),
+                r.f("b2_beside_over_idle"),
+                r.ms("b2_beside_idle")
+            ),
+            String::new(),
+            "<= 2x",
+        ),
+        (
             "B2 while N parents are re-checked (a lookup they read touched every 2 s)",
             format!(
                 "{} against {} idle ({:.2}x; N = {}, {:.0} passes a second)",
