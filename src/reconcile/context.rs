@@ -1,6 +1,7 @@
 //! Everything one definition's controller shares between its passes: the client, the
 //! definition (and the rollout between its revisions), the watches, the metrics, the
-//! events, and the [`Ledger`] of what is kept about each parent.
+//! events, and the [`Ledger`] of what is kept about each parent. Its part in a rollout
+//! is in [`rollout`].
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,15 +16,15 @@ use super::events::Events;
 use k8s_openapi::api::core::v1::ObjectReference;
 
 use super::ledger::Ledger;
-use super::revision_split::{Candidate, Outcome, Split, Stable};
+use super::revision_split::Split;
 use crate::compile::CompiledDefinition;
-use crate::definition::RolloutStatus;
 use crate::gvk::{Gvk, Scopes};
 use crate::labels;
 use crate::metrics::{self, Metrics};
 use crate::object_key::ObjectKey;
-use crate::rollout::{Health, revision_for};
 use crate::watch::{SharedWatch, WatchLease};
+
+mod rollout;
 
 /// Default seconds between resyncs when a definition sets none.
 const DEFAULT_RESYNC_SECONDS: u32 = 300;
@@ -105,11 +106,6 @@ impl Context {
             nudges,
             nudged: Mutex::new(Some(nudged)),
         }
-    }
-
-    /// The same context serving the revisions of a rollout (none: only its own).
-    pub fn rolling(self, split: Option<Arc<Split>>) -> Self {
-        Context { rollout: split, ..self }
     }
 
     /// Asks for a pass of `parent`.
@@ -287,60 +283,6 @@ impl Context {
     pub(super) fn parent_api(&self, parent: &DynamicObject) -> Api<DynamicObject> {
         let ar = &self.parents.resolved.resource;
         crate::discovery::api(&self.client, parent.metadata.namespace.as_deref(), ar)
-    }
-
-    /// The definition `parent` renders: the controller's own, or while a rollout has not
-    /// moved the parent, the current revision's.
-    pub(super) fn def_for(&self, parent: &DynamicObject) -> Arc<CompiledDefinition> {
-        let stable = self.rollout.as_ref().and_then(|split| split.stable_for(uid(parent)));
-        stable.unwrap_or_else(|| self.def.clone())
-    }
-
-    /// Records what a pass of `parent` found, for the rollout's health.
-    pub(super) fn record_for_rollout(&self, parent: &DynamicObject, outcome: Outcome) {
-        if let Some(split) = &self.rollout {
-            split.record(uid(parent), outcome);
-        }
-    }
-
-    /// How the parents on the updated revision are doing. A paused parent is held as it
-    /// is: it neither moves nor fails a step.
-    pub fn rollout_health(&self) -> Option<Health> {
-        let split = self.rollout.as_ref()?;
-        let candidates = self.parents.scan_metadata(|m| {
-            if labels::paused(m.annotations.as_ref()) {
-                return None;
-            }
-            let namespace = m.namespace.as_ref().map(|ns| format!("{ns}/")).unwrap_or_default();
-            Some(Candidate {
-                uid: m.uid.clone()?,
-                name: format!(
-                    "{} {namespace}{}",
-                    self.def.parent.kind,
-                    m.name.as_deref().unwrap_or_default()
-                ),
-            })
-        });
-        Some(split.health(candidates))
-    }
-
-    /// Moves the rollout to `next` (with `stable`, the definition of its current revision,
-    /// when that changes), and asks for a pass of every parent whose revision changed.
-    pub fn move_rollout(&self, next: RolloutStatus, stable: Option<Stable>) {
-        let Some(split) = &self.rollout else { return };
-        let before = split.move_to(next.clone(), stable);
-        let changed = self.parents.scan_metadata(|m| {
-            let uid = m.uid.as_deref()?;
-            (revision_for(&before, uid) != revision_for(&next, uid)).then(|| self.parents.key_of(m))
-        });
-        for parent in changed {
-            self.nudge(parent);
-        }
-    }
-
-    /// The rollout this controller serves, when Stencil keeps revisions.
-    pub fn split(&self) -> Option<&Arc<Split>> {
-        self.rollout.as_ref()
     }
 
     /// Publishes an event on the OperatorDefinition resource this controller serves (a

@@ -8,6 +8,7 @@ pub mod health;
 pub mod membership;
 mod placer;
 pub mod sharder;
+mod sync;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;

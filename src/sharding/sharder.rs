@@ -4,10 +4,9 @@
 //! - a parent without the label is assigned at once: a metadata watch per parent kind
 //!   selects only those (`!stencil.dev/shard`), so its cost does not grow with the
 //!   parents already assigned;
-//! - when the ready members change, and every resync period, the metadata of every
-//!   parent is listed, a page at a time and cut to what placing reads, to drain
-//!   parents from the member that no longer owns them and move those of members that
-//!   are gone;
+//! - when the ready members change, and every resync period, a full sync
+//!   ([`super::sync`]) lists every parent, beside the loop, to drain parents from the
+//!   member that no longer owns them and move those of members that are gone;
 //! - a member whose Lease went unrenewed for a Lease duration (by this process's clock,
 //!   once every renewal already received is taken in) has its Lease deleted under a
 //!   resourceVersion precondition: a member that renewed meanwhile keeps it, and one
@@ -24,13 +23,14 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, PartialObjectMeta, Preconditions};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event, watcher};
 use tokio::sync::mpsc;
 
 use super::Kinds;
-use super::placer::{PLACING, Placer, placing_view};
+use super::placer::{PLACING, Placer};
+use super::sync::{FullSync, scope};
 use crate::discovery::{self, Resolved};
 use crate::gvk::Gvk;
 use crate::labels;
@@ -57,10 +57,6 @@ pub struct Settings {
 /// these, not in memory.
 const FOUND: usize = 256;
 
-/// Parents listed per page by a sync: it holds one page of whole metadata (managedFields
-/// included) at a time, not every parent's.
-const PAGE: u32 = 500;
-
 /// A parent without a member, found by a kind's watch.
 struct Found {
     resolved: Arc<Resolved>,
@@ -76,6 +72,10 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
         .boxed();
     let (found_tx, mut found) = mpsc::channel::<Found>(FOUND);
     let mut placing = FuturesUnordered::new();
+    // At most one full sync at a time; `sync_again`: the ring or the kinds changed while
+    // it ran, so another follows it.
+    let mut syncing = FuturesUnordered::new();
+    let mut sync_again = false;
     let mut kinds = kinds.subscribe();
     let mut resync = tokio::time::interval(settings.resync);
     let mut state = Following {
@@ -115,6 +115,7 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
                 false
             }
             Some(_) = placing.next(), if !placing.is_empty() => false,
+            Some(()) = syncing.next(), if !syncing.is_empty() => std::mem::take(&mut sync_again),
             changed = kinds.changed() => {
                 if changed.is_err() {
                     return;
@@ -124,15 +125,24 @@ pub async fn run(client: Client, settings: Settings, kinds: Arc<Kinds>, metrics:
                 sharder.resolved.retain(|gvk, _| now.contains(gvk));
                 true
             }
-            _ = resync.tick() => true,
+            // A resync while a sync runs is that sync.
+            _ = resync.tick() => syncing.is_empty(),
             () = expiry => false,
         };
-        // A long sync holds this loop up: the renewals received meanwhile are taken in
-        // before any member is judged, or members that renewed would look expired.
+        // A long fence or discovery holds this loop up: the renewals received meanwhile
+        // are taken in before any member is judged, or members that renewed would look
+        // expired.
         let full = full | state.received_lease_events(&mut sharder, &mut lease_events);
-        if state.synced {
-            let kinds_now = kinds.borrow().clone();
-            state.settle(&mut sharder, full, &kinds_now).await;
+        if !state.synced {
+            continue;
+        }
+        let kinds_now = kinds.borrow().clone();
+        if let Some(ring) = state.settle(&mut sharder, full, &kinds_now).await {
+            if syncing.is_empty() {
+                syncing.push(sharder.full_sync().run(ring).boxed());
+            } else {
+                sync_again = true;
+            }
         }
     }
 }
@@ -201,8 +211,9 @@ impl Following {
     }
 
     /// After a wake-up: fences out expired members and, when the ring changed or `full`
-    /// asks, watches every kind's unassigned parents and brings every parent in line.
-    async fn settle(&mut self, sharder: &mut Sharder, full: bool, kinds: &BTreeSet<Gvk>) {
+    /// asks, watches every kind's unassigned parents and returns the ring to bring every
+    /// parent in line with.
+    async fn settle(&mut self, sharder: &mut Sharder, full: bool, kinds: &BTreeSet<Gvk>) -> Option<Ring> {
         sharder.fence_out_expired().await;
         let ring = sharder.leases.ring(Instant::now());
         let now_ready: Vec<String> = ring.ready().map(str::to_string).collect();
@@ -213,11 +224,11 @@ impl Following {
             self.ready = now_ready;
         }
         if !full && !changed {
-            return;
+            return None;
         }
         sharder.resolve(kinds).await;
         for (gvk, resolved) in &sharder.resolved {
-            let namespace = sharder.scope(resolved).map(str::to_string);
+            let namespace = scope(&sharder.settings.namespaces, resolved).map(str::to_string);
             self.watching.entry(gvk.clone()).or_insert_with(|| {
                 Owned::spawn(unassigned(
                     sharder.client.clone(),
@@ -227,7 +238,7 @@ impl Following {
                 ))
             });
         }
-        sharder.sync(&ring).await;
+        Some(ring)
     }
 }
 
@@ -318,49 +329,12 @@ impl Sharder {
         }
     }
 
-    /// Plans every parent of every kind, and counts each member's share.
-    async fn sync(&self, ring: &Ring) {
-        let mut shares: BTreeMap<String, i64> = ring.ready().map(|m| (m.to_string(), 0)).collect();
-        for resolved in self.resolved.values() {
-            let parents = match self.list_parents(resolved).await {
-                Ok(parents) => parents,
-                Err(e) => {
-                    tracing::warn!(kind = %resolved.resource.kind, error = %e, "cannot list the parents to assign");
-                    continue;
-                }
-            };
-            for member in self.placer.place_all(resolved, &parents, ring).await {
-                *shares.entry(member).or_insert(0) += 1;
-            }
-        }
-        for (member, n) in shares {
-            self.metrics.shard_parents.get_or_create(&MemberLabel { member }).set(n);
-        }
-    }
-
-    /// Every parent of a kind, listed [`PAGE`] at a time, each cut to what placing reads
-    /// ([`placing_view`]). The whole list is read before any is placed, so a sync that
-    /// moves many parents never outlives its continue token.
-    async fn list_parents(&self, resolved: &Resolved) -> Result<Vec<PartialObjectMeta<DynamicObject>>, kube::Error> {
-        let api = discovery::api(&self.client, self.scope(resolved), &resolved.resource);
-        let mut params = ListParams::default().limit(PAGE);
-        let mut parents = Vec::new();
-        loop {
-            let page = api.list_metadata(&params).await?;
-            parents.extend(page.items.into_iter().map(placing_view));
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => return Ok(parents),
-            }
-        }
-    }
-
-    /// The one namespace a namespaced kind is listed and watched in, as the member's
-    /// watches are (least privilege); none: across the cluster, filtered.
-    fn scope(&self, resolved: &Resolved) -> Option<&str> {
-        match self.settings.namespaces.as_slice() {
-            [only] if resolved.namespaced => Some(only),
-            _ => None,
+    /// A full sync of every kind resolved, to run beside the loop.
+    fn full_sync(&self) -> FullSync {
+        FullSync {
+            placer: self.placer.clone(),
+            kinds: self.resolved.values().cloned().collect(),
+            metrics: self.metrics.clone(),
         }
     }
 }
