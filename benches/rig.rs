@@ -427,11 +427,12 @@ impl Bench {
         record_latency(results, ["b2_busy_p50_ms", "b2_busy_p99_ms"], &busy_latency);
         record_latency(results, ["b2_tenant_p50_ms", "b2_tenant_p99_ms"], &tenant_latency);
         beside.stop(&beside_latency, results).await;
-        let p50 = |key: &str| results.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN);
-        let idle = p50("b2_idle_p50_ms");
-        let over_idle = [p50("b2_busy_p50_ms") / idle, p50("b2_tenant_p50_ms") / idle];
-        results.insert("b2_busy_over_idle", json!(over_idle[0]));
-        results.insert("b2_tenant_over_idle", json!(over_idle[1]));
+        for (ratio, busy) in [
+            ("b2_busy_over_idle", "b2_busy_p50_ms"),
+            ("b2_tenant_over_idle", "b2_tenant_p50_ms"),
+        ] {
+            floor::insert_ratio(results, ratio, busy, "b2_idle_p50_ms");
+        }
         // From the first create, as the plain client's time is.
         let converge = observer.converged(n, 3 * n, Duration::from_secs(3600)).await - started;
         drop(observer);

@@ -160,7 +160,7 @@ impl Beside {
 }
 
 /// `over / under` as `ratio`, when both were measured.
-fn insert_ratio(results: &mut BTreeMap<&'static str, Value>, ratio: &'static str, over: &str, under: &str) {
+pub(super) fn insert_ratio(results: &mut BTreeMap<&'static str, Value>, ratio: &'static str, over: &str, under: &str) {
     let value = |key: &str| results.get(key).and_then(Value::as_f64);
     if let (Some(o), Some(u)) = (value(over), value(under)) {
         results.insert(ratio, json!(o / u));

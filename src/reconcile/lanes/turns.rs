@@ -17,7 +17,8 @@ pub(super) struct Turns {
     /// The namespaces with a parent waiting, the next one's turn first.
     order: VecDeque<Option<String>>,
     /// The parents still waiting: one removed keeps its place in `waiting` until its
-    /// turn comes and is skipped then, so a removal costs no search.
+    /// turn comes and is skipped then, or until the lines are compacted, so a removal
+    /// costs no search.
     wanted: HashSet<ParentKey>,
     /// The places in `waiting`, kept or skipped-to-be: past twice `wanted` (and
     /// [`SLACK`]) the lines drop their skipped places, so parents held and removed
