@@ -56,13 +56,14 @@ impl Figures<'_> {
                 .unwrap_or_else(|| "not run".into())
         };
         format!(
-            "shares {} parents; RSS {} MiB (sum {:.1}) against {:.1} MiB for one process; converge {:.1} s against {:.1} s",
+            "shares {} parents; RSS {} MiB (sum {:.1}) against {:.1} MiB for one process; converge {:.1} s against {:.1} s; {:.0} restarts",
             list("parents"),
             list("rss_mib"),
             f("rss_sum_mib"),
             f("one_rss_mib"),
             f("converge_s"),
-            f("one_converge_s")
+            f("one_converge_s"),
+            f("restarts")
         )
     }
 }

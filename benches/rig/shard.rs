@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
@@ -71,7 +73,8 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
     std::fs::create_dir_all(&defs).unwrap();
     std::fs::write(defs.join("definition.yaml"), &case.text).unwrap();
     let kubeconfig = service_account_kubeconfig(client, "stencil", rbac_for(&defs, &["--sharding"]), dir).await;
-    let log = |name: &str| root().join(format!("target/bench/stencil-shard-{}-{name}.log", case.key));
+    let key = case.key;
+    let log = move |name: &str| root().join(format!("target/bench/stencil-shard-{key}-{name}.log"));
     let mut out = Vec::new();
 
     // One process over every parent.
@@ -98,23 +101,33 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
         format!("--leader-election-id={ring}"),
         format!("--leader-election-namespace={LEASE_NAMESPACE}"),
     ];
-    let members: Vec<(String, Controller)> = (0..REPLICAS)
-        .map(|i| {
-            let name = format!("{ring}-{i}");
-            let c = Controller::stencil_with(&defs, &kubeconfig, &log(&name), &args, Some(&name));
-            (name, c)
-        })
-        .collect();
-    let controllers: Vec<&Controller> = members.iter().map(|(_, c)| c).collect();
-    serving(client, &ns, case.parents, &controllers).await;
-    until("every member in the ring", Duration::from_secs(120), || async {
-        let mut seen = 0.0_f64;
-        for c in &controllers {
-            seen = seen.max(c.metric("stencil_shard_members").await);
+    let names: Vec<String> = (0..REPLICAS).map(|i| format!("{ring}-{i}")).collect();
+    let start = {
+        let (defs, kubeconfig, names) = (defs.clone(), kubeconfig.clone(), names.clone());
+        move |i: usize, restart: usize| {
+            let name = &names[i];
+            let file = if restart == 0 {
+                name.clone()
+            } else {
+                format!("{name}-restart{restart}")
+            };
+            Controller::stencil_with(&defs, &kubeconfig, &log(&file), &args, Some(name))
         }
-        seen >= REPLICAS as f64
-    })
-    .await;
+    };
+    let members: Vec<Controller> = (0..REPLICAS).map(|i| start(i, 0)).collect();
+    {
+        let controllers: Vec<&Controller> = members.iter().collect();
+        serving(client, &ns, case.parents, &controllers).await;
+        until("every member in the ring", Duration::from_secs(120), || async {
+            let mut seen = 0.0_f64;
+            for c in &controllers {
+                seen = seen.max(c.metric("stencil_shard_members").await);
+            }
+            seen >= REPLICAS as f64
+        })
+        .await;
+    }
+    let ring_of = Supervised::start(members, start);
     let took = lite::converge(client, &ns, n, case.parents).await.took;
     // Each parent's member, from its label (the sharder's gauge is counted per resync).
     let placed = apps(client, &ns, case.parents)
@@ -122,22 +135,27 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
         .await
         .map(|l| l.items)
         .unwrap_or_default();
-    let shares: Vec<usize> = members
+    let shares: Vec<usize> = names
         .iter()
-        .map(|(name, _)| {
+        .map(|name| {
             placed
                 .iter()
                 .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(SHARD)) == Some(name))
                 .count()
         })
         .collect();
-    let rss: Vec<f64> = controllers.iter().map(|c| c.rss_kib().0 as f64 / 1024.0).collect();
+    let rss = ring_of.rss_mib();
     out.push(("converge_s", json!(took.as_secs_f64())));
     out.push(("parents", json!(shares)));
     out.push(("rss_mib", json!(rss)));
     out.push(("rss_sum_mib", json!(rss.iter().sum::<f64>())));
+    out.push(("restarts", json!(ring_of.restarts())));
+    // The teardown of a large run can take long: the figures show before it.
+    for (key, value) in &out {
+        println!("shard {}: {key} = {value}", case.key);
+    }
     lite::teardown(client, &ns, case.parents).await;
-    for (_, c) in members {
+    for c in ring_of.stop().await {
         c.stop();
     }
     out
@@ -162,4 +180,58 @@ async fn serving(client: &Client, ns: &str, parents: Parents, controllers: &[&Co
         },
     )
     .await;
+}
+
+/// The members, each started again when it exits, as a Deployment would: under a
+/// saturated API server a member that misses its Lease's renew deadline exits by design.
+struct Supervised {
+    members: Arc<Mutex<Vec<Controller>>>,
+    restarts: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Supervised {
+    /// Looks at the members every two seconds; `start(i, k)` starts member i for the
+    /// k-th time.
+    fn start(members: Vec<Controller>, start: impl Fn(usize, usize) -> Controller + Send + 'static) -> Supervised {
+        let members = Arc::new(Mutex::new(members));
+        let restarts = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn({
+            let (members, restarts) = (members.clone(), restarts.clone());
+            async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    let mut members = members.lock().unwrap();
+                    for (i, member) in members.iter_mut().enumerate() {
+                        if let Ok(Some(status)) = member.child.try_wait() {
+                            let k = restarts.fetch_add(1, Ordering::SeqCst) + 1;
+                            println!("shard: member {i} exited ({status}); started again ({k} so far)");
+                            *member = start(i, k);
+                        }
+                    }
+                }
+            }
+        });
+        Supervised {
+            members,
+            restarts,
+            task,
+        }
+    }
+
+    fn rss_mib(&self) -> Vec<f64> {
+        let members = self.members.lock().unwrap();
+        members.iter().map(|c| c.rss_kib().0 as f64 / 1024.0).collect()
+    }
+
+    fn restarts(&self) -> usize {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
+    /// Stops looking and hands the members back to be stopped.
+    async fn stop(self) -> Vec<Controller> {
+        self.task.abort();
+        let _ = self.task.await;
+        std::mem::take(&mut *self.members.lock().unwrap())
+    }
 }
