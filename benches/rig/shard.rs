@@ -127,7 +127,7 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
         })
         .await;
     }
-    let ring_of = Supervised::start(members, start);
+    let ring_members = Supervised::start(members, start);
     let took = lite::converge(client, &ns, n, case.parents).await.took;
     // Each parent's member, from its label (the sharder's gauge is counted per resync).
     let placed = apps(client, &ns, case.parents)
@@ -144,18 +144,18 @@ async fn one_case(client: &Client, dir: &Path, n: usize, case: &Case) -> Vec<(&'
                 .count()
         })
         .collect();
-    let rss = ring_of.rss_mib();
+    let rss = ring_members.rss_mib();
     out.push(("converge_s", json!(took.as_secs_f64())));
     out.push(("parents", json!(shares)));
     out.push(("rss_mib", json!(rss)));
     out.push(("rss_sum_mib", json!(rss.iter().sum::<f64>())));
-    out.push(("restarts", json!(ring_of.restarts())));
+    out.push(("restarts", json!(ring_members.restarts())));
     // The teardown of a large run can take long: the figures show before it.
     for (key, value) in &out {
         println!("shard {}: {key} = {value}", case.key);
     }
     lite::teardown(client, &ns, case.parents).await;
-    for c in ring_of.stop().await {
+    for c in ring_members.stop().await {
         c.stop();
     }
     out
