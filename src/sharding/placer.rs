@@ -34,6 +34,15 @@ impl Placer {
                 .is_none_or(|ns| self.namespaces.contains(ns))
     }
 
+    /// The one namespace a namespaced kind is listed and watched in, as the member's
+    /// watches are (least privilege); none: across the cluster, filtered.
+    pub(super) fn scope(&self, resolved: &Resolved) -> Option<&str> {
+        match self.namespaces.as_slice() {
+            [only] if resolved.namespaced => Some(only),
+            _ => None,
+        }
+    }
+
     /// Moves one parent if the plan says so; returns the member it is (or goes) to.
     pub(super) async fn place(
         &self,

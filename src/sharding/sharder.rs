@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 
 use super::Kinds;
 use super::placer::{PLACING, Placer};
-use super::sync::{FullSync, scope};
+use super::sync::FullSync;
 use crate::discovery::{self, Resolved};
 use crate::gvk::Gvk;
 use crate::labels;
@@ -228,7 +228,7 @@ impl Following {
         }
         sharder.resolve(kinds).await;
         for (gvk, resolved) in &sharder.resolved {
-            let namespace = scope(&sharder.settings.namespaces, resolved).map(str::to_string);
+            let namespace = sharder.placer.scope(resolved).map(str::to_string);
             self.watching.entry(gvk.clone()).or_insert_with(|| {
                 Owned::spawn(unassigned(
                     sharder.client.clone(),

@@ -50,8 +50,7 @@ impl FullSync {
     /// ([`placing_view`]). The whole list is read before any is placed, so a sync that
     /// moves many parents never outlives its continue token.
     async fn list_parents(&self, resolved: &Resolved) -> Result<Vec<PartialObjectMeta<DynamicObject>>, kube::Error> {
-        let scope = scope(&self.placer.namespaces, resolved);
-        let api = discovery::api(&self.placer.client, scope, &resolved.resource);
+        let api = discovery::api(&self.placer.client, self.placer.scope(resolved), &resolved.resource);
         let mut params = ListParams::default().limit(PAGE);
         let mut parents = Vec::new();
         loop {
@@ -62,14 +61,5 @@ impl FullSync {
                 None => return Ok(parents),
             }
         }
-    }
-}
-
-/// The one namespace a namespaced kind is listed and watched in, as the member's
-/// watches are (least privilege); none: across the cluster, filtered.
-pub(super) fn scope<'a>(namespaces: &'a [String], resolved: &Resolved) -> Option<&'a str> {
-    match namespaces {
-        [only] if resolved.namespaced => Some(only),
-        _ => None,
     }
 }
